@@ -1,0 +1,207 @@
+"""The collector's configuration: typed sections with defaults, loaded from YAML, checked
+before anything starts.
+
+Every limit the collector enforces lives here, so each is explicit, documented and
+configurable. `load_config` is the one loader; command-line flags are applied on top of the
+file through `apply_overrides`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from processors.classify import ClassifierConfig
+from processors.detectors.config import DetectorsConfig
+from processors.window import WindowConfig
+
+
+class ConfigError(ValueError):
+    """The configuration is wrong; the message says which key and what to do."""
+
+
+_ENDPOINT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[^:\s]*):(?P<port>\d{1,5})$")
+
+
+def parse_endpoint(value: str, key: str) -> tuple[str, int]:
+    """Split "HOST:PORT" (or ":PORT", which means all interfaces) and check the port."""
+    match = _ENDPOINT.match(value.strip())
+    if not match:
+        raise ConfigError(f"{key}: expected HOST:PORT (for example 127.0.0.1:4317), got {value!r}")
+    port = int(match["port"])
+    if port > 65535:
+        raise ConfigError(f"{key}: port {port} is out of range (0-65535)")
+    host = match["host"].strip("[]") or "0.0.0.0"
+    return host, port
+
+
+@dataclass
+class GrpcReceiverConfig:
+    enabled: bool = True
+    # Loopback by default: exposing the receiver to the network is a deliberate choice.
+    endpoint: str = "127.0.0.1:4317"
+    max_message_bytes: int = 16 * 1024 * 1024
+    max_workers: int = 4
+
+
+@dataclass
+class HttpReceiverConfig:
+    enabled: bool = True
+    endpoint: str = "127.0.0.1:4318"
+    max_body_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass
+class ReceiversConfig:
+    grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
+    http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
+
+
+@dataclass
+class PipelineConfig:
+    # Spans and log records decoded but not yet processed. Past this, receivers refuse with
+    # OTLP's retryable status so senders back off instead of losing data.
+    queue_max_items: int = 200_000
+    # How long a refused sender is told to wait before retrying.
+    retry_after_s: float = 1.0
+    # How often the pipeline releases steps past their grace period and closes idle runs.
+    tick_interval_s: float = 0.2
+    # Longest text kept per step field (tool arguments/results, model output) for detection.
+    max_step_text: int = 16 * 1024
+
+
+@dataclass
+class StorageConfig:
+    backend: str = "chdb"
+    data_dir: str = "./mast-data"
+    # The OpenTelemetry Collector's ClickHouse exporter writes to "otel" by default; sharing the
+    # name lets the two share a store.
+    database: str = "otel"
+    batch_max_rows: int = 20_000
+    flush_interval_s: float = 1.0
+
+
+@dataclass
+class Config:
+    receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    windows: WindowConfig = field(default_factory=WindowConfig)
+    detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
+    classification: ClassifierConfig = field(default_factory=ClassifierConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+
+    def validate(self) -> None:
+        """Fail at start, with the key to fix, rather than misbehave later."""
+        for key, endpoint in (
+            ("receivers.grpc.endpoint", self.receivers.grpc.endpoint),
+            ("receivers.http.endpoint", self.receivers.http.endpoint),
+        ):
+            parse_endpoint(endpoint, key)
+        positive = {
+            "receivers.grpc.max_message_bytes": self.receivers.grpc.max_message_bytes,
+            "receivers.grpc.max_workers": self.receivers.grpc.max_workers,
+            "receivers.http.max_body_bytes": self.receivers.http.max_body_bytes,
+            "pipeline.queue_max_items": self.pipeline.queue_max_items,
+            "pipeline.tick_interval_s": self.pipeline.tick_interval_s,
+            "pipeline.max_step_text": self.pipeline.max_step_text,
+            "storage.batch_max_rows": self.storage.batch_max_rows,
+            "storage.flush_interval_s": self.storage.flush_interval_s,
+        }
+        for key, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"{key} must be greater than 0, got {value}")
+        if self.storage.backend != "chdb":
+            raise ConfigError(
+                f"storage.backend: {self.storage.backend!r} is not supported; use 'chdb'"
+            )
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.storage.database):
+            raise ConfigError(
+                f"storage.database: {self.storage.database!r} is not a plain identifier"
+            )
+        try:
+            self.windows.validate()
+            self.detectors.validate()
+            self.classification.validate()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
+
+def _merge(instance: Any, values: dict[str, Any], path: str) -> Any:
+    """Build a copy of dataclass `instance` with `values` applied, rejecting unknown keys."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(values).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(instance)}
+    changes: dict[str, Any] = {}
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{where}: unknown option (known here: {known})")
+        current = getattr(instance, key)
+        if dataclasses.is_dataclass(current):
+            changes[key] = _merge(current, value, where)
+        else:
+            changes[key] = _coerce(current, value, where)
+    return dataclasses.replace(instance, **changes)
+
+
+def _coerce(current: Any, value: Any, where: str) -> Any:
+    if isinstance(current, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(current, int) and not isinstance(current, bool):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+        return value
+    if isinstance(current, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if isinstance(current, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    if isinstance(current, list | tuple):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+        return type(current)(value)
+    return value
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """The defaults, with the YAML file at `path` applied on top (if given), validated."""
+    config = Config()
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        config = _merge(config, data, "")
+    config.validate()
+    return config
+
+
+def apply_overrides(config: Config, overrides: dict[str, Any]) -> Config:
+    """Apply dotted-key overrides (from command-line flags) and validate again."""
+    nested: dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        cursor = nested
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            cursor = cursor.setdefault(part, {})
+        cursor[leaf] = value
+    updated: Config = _merge(config, nested, "")
+    updated.validate()
+    return updated

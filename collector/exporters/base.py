@@ -1,0 +1,53 @@
+"""The exporter interface: where the pipeline hands what it received and what it found."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from processors.model import Finding, RunSignature
+from processors.records import LogRecord, SpanRecord
+
+
+class Exporter(Protocol):
+    """Takes records and results as the pipeline produces them. `flush` is called regularly
+    with `force=False` (write if a batch is due) and at shutdown with `force=True`."""
+
+    def add_spans(self, spans: list[SpanRecord]) -> None: ...
+
+    def add_logs(self, logs: list[LogRecord]) -> None: ...
+
+    def add_findings(self, findings: list[Finding]) -> None: ...
+
+    def add_signatures(self, signatures: list[RunSignature]) -> None: ...
+
+    def flush(self, now: float, force: bool = False) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryExporter:
+    """Keeps everything in lists: for offline analysis and tests."""
+
+    def __init__(self) -> None:
+        self.spans: list[SpanRecord] = []
+        self.logs: list[LogRecord] = []
+        self.findings: list[Finding] = []
+        self.signatures: list[RunSignature] = []
+
+    def add_spans(self, spans: list[SpanRecord]) -> None:
+        self.spans.extend(spans)
+
+    def add_logs(self, logs: list[LogRecord]) -> None:
+        self.logs.extend(logs)
+
+    def add_findings(self, findings: list[Finding]) -> None:
+        self.findings.extend(findings)
+
+    def add_signatures(self, signatures: list[RunSignature]) -> None:
+        self.signatures.extend(signatures)
+
+    def flush(self, now: float, force: bool = False) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,240 @@
+"""The pipeline: receive → normalize → window → detect → export, one way.
+
+Receivers call `consume_spans`/`consume_logs` from their own threads; the batch goes on a
+bounded queue and the call returns at once (or raises `Refused` when the queue is full, which
+receivers turn into OTLP's retryable status). One worker thread takes batches off the queue,
+normalizes each span into a step, feeds the run windows (which run the detectors), and hands
+spans, findings and signatures to the exporter. The same `process_*` methods serve the offline
+`analyze` command, driven synchronously.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from collector.config import Config
+from collector.consumer import Accepted, Refused
+from collector.exporters.base import Exporter
+from processors import conventions
+from processors.classify import ActionClassifier
+from processors.detectors import build_detectors, detector_factory
+from processors.model import Step, StepKind, StepStatus
+from processors.normalize import normalize_log, normalize_span
+from processors.records import LogRecord, SpanRecord
+from processors.window import RunWindows, WindowOutput
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+def bare_step(record: SpanRecord) -> Step:
+    """A span no dialect recognises still belongs to its run: it keeps the run alive, may be
+    its root, and may carry `mast.*` run attributes. Detectors ignore its kind."""
+    return Step(
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        parent_span_id=record.parent_span_id,
+        name=record.name,
+        kind=StepKind.OTHER,
+        start_ns=record.start_ns,
+        end_ns=record.end_ns,
+        dialect="",
+        status=StepStatus.ERROR if record.status_code == "Error" else StepStatus.UNSET,
+        error=record.status_message,
+        service=record.service_name,
+        run_attributes={
+            k: v for k, v in record.attributes.items() if k in conventions.RUN_ATTRIBUTES
+        },
+    )
+
+
+@dataclass
+class PipelineStats:
+    spans_received: int = 0
+    logs_received: int = 0
+    spans_unrecognised: int = 0
+    items_refused: int = 0
+    export_errors: int = 0
+    findings: int = 0
+    signatures: int = 0
+
+
+class Pipeline:
+    def __init__(self, config: Config, exporter: Exporter, clock: Clock = time.monotonic) -> None:
+        self.config = config
+        self.exporter = exporter
+        self.clock = clock
+        classifier = ActionClassifier(config.classification)
+        detectors = build_detectors(config.detectors, classifier)
+        self.windows = RunWindows(config.windows, detector_factory(detectors))
+        self.stats = PipelineStats()
+        self._queue: queue.Queue[tuple[str, list[Any]]] = queue.Queue()
+        self._queued_items = 0
+        self._queue_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._last_tick = 0.0
+        self._listeners: list[Callable[[WindowOutput], None]] = []
+
+    # -- the consumer side, called by receivers ---------------------------------------------
+
+    def consume_spans(self, spans: list[SpanRecord]) -> Accepted:
+        self._enqueue("spans", spans)
+        return Accepted()
+
+    def consume_logs(self, logs: list[LogRecord]) -> Accepted:
+        self._enqueue("logs", logs)
+        return Accepted()
+
+    def _enqueue(self, kind: str, items: list[Any]) -> None:
+        if not items:
+            return
+        with self._queue_lock:
+            if self._stop.is_set():
+                raise Refused("the collector is shutting down", self.config.pipeline.retry_after_s)
+            limit = self.config.pipeline.queue_max_items
+            if self._queued_items + len(items) > limit and self._queued_items > 0:
+                self.stats.items_refused += len(items)
+                raise Refused(
+                    f"pipeline queue is full ({self._queued_items} of {limit} items waiting)",
+                    self.config.pipeline.retry_after_s,
+                )
+            self._queued_items += len(items)
+        self._queue.put((kind, items))
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queued_items
+
+    # -- the worker ---------------------------------------------------------------------------
+
+    def on_output(self, listener: Callable[[WindowOutput], None]) -> None:
+        """Call `listener` with every batch of findings and closed-run signatures."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        self._worker = threading.Thread(target=self._run, name="mast-pipeline", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        """Take no more, process everything queued, close every open run, flush the store."""
+        with self._queue_lock:
+            self._stop.set()
+        if self._worker is not None:
+            self._worker.join()
+        self._drain()
+        self._emit(self.windows.close_all("shutdown"))
+        self.exporter.flush(self.clock(), force=True)
+
+    def _run(self) -> None:
+        interval = self.config.pipeline.tick_interval_s
+        while not self._stop.is_set():
+            try:
+                kind, items = self._queue.get(timeout=interval)
+            except queue.Empty:
+                pass
+            else:
+                self._process(kind, items)
+            now = self.clock()
+            if now - self._last_tick >= interval:
+                self._last_tick = now
+                self.tick(now)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                kind, items = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            self._process(kind, items)
+
+    def _process(self, kind: str, items: list[Any]) -> None:
+        with self._queue_lock:
+            self._queued_items -= len(items)
+        try:
+            if kind == "spans":
+                self.process_spans(items)
+            else:
+                self.process_logs(items)
+        except Exception:
+            # A bug in a detector must not take the collector down with every run in flight.
+            log.exception("processing a batch of %d %s failed", len(items), kind)
+
+    # -- the stages, also driven directly by offline analysis ---------------------------------
+
+    def process_spans(self, spans: list[SpanRecord], now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        self.stats.spans_received += len(spans)
+        max_text = self.config.pipeline.max_step_text
+        out = WindowOutput()
+        for record in spans:
+            step = normalize_span(record, max_text=max_text)
+            if step is None:
+                self.stats.spans_unrecognised += 1
+                step = bare_step(record)
+            out.extend(self.windows.add(step, now))
+        self.exporter.add_spans(spans)
+        self._emit(out)
+
+    def process_logs(self, logs: list[LogRecord], now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        self.stats.logs_received += len(logs)
+        max_text = self.config.pipeline.max_step_text
+        out = WindowOutput()
+        for record in logs:
+            step = normalize_log(record, max_text=max_text)
+            if step is not None:
+                out.extend(self.windows.add(step, now))
+        self.exporter.add_logs(logs)
+        self._emit(out)
+
+    def tick(self, now: float) -> None:
+        self._emit(self.windows.tick(now))
+        try:
+            self.exporter.flush(now)
+        except Exception:
+            # Rows stay buffered and are written at the next flush.
+            self.stats.export_errors += 1
+            log.exception("writing to the store failed; will retry")
+
+    def close_all(self) -> None:
+        self._emit(self.windows.close_all("end_of_input"))
+
+    def _emit(self, out: WindowOutput) -> None:
+        if not out.findings and not out.signatures:
+            return
+        self.stats.findings += len(out.findings)
+        self.stats.signatures += len(out.signatures)
+        if out.findings:
+            self.exporter.add_findings(out.findings)
+        if out.signatures:
+            self.exporter.add_signatures(out.signatures)
+        for listener in self._listeners:
+            listener(out)
+
+    def health(self) -> dict[str, Any]:
+        w = self.windows.stats
+        return {
+            "queue_items": self._queued_items,
+            "queue_max_items": self.config.pipeline.queue_max_items,
+            "active_runs": self.windows.active_runs,
+            "pipeline": vars(self.stats).copy(),
+            "windows": {
+                "runs_opened": w.runs_opened,
+                "runs_closed": dict(w.runs_closed),
+                "runs_evicted": w.runs_evicted,
+                "steps_received": w.steps_received,
+                "steps_duplicate": w.steps_duplicate,
+                "steps_late": w.steps_late,
+                "steps_after_close": w.steps_after_close,
+                "steps_trimmed": w.steps_trimmed,
+                "pending_overflow": w.pending_overflow,
+            },
+        }

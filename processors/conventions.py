@@ -1,0 +1,73 @@
+"""The MAST taxonomy and the `mast.*` attribute names: the one place that spells them.
+
+`schemas/conventions.md` documents the attributes for agent authors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    code: str
+    name: str
+    category: str
+    intervention: str
+
+
+_SPEC = "FC1 specification and system design"
+_ALIGN = "FC2 inter-agent misalignment"
+_VERIFY = "FC3 task verification and termination"
+
+_STOP_RULE = "Take termination out of the model: a loop detector or step budget outside the agent."
+_VERIFY_FIX = (
+    "Externalize verification: require tool evidence (cleared alert, changed resource state) "
+    "before the agent may declare success."
+)
+_CONTEXT_FIX = "Context hygiene: a summarizer or state-manager agent that keeps what was learnt."
+_CLARIFY_FIX = "Treat ambiguity as a branch: clarify, or stay read-only until the target is clear."
+_SPEC_FIX = "Enforce the task's policy outside the model: tool allow-lists and read-only guards."
+
+MODES: tuple[Mode, ...] = (
+    Mode("FM-1.1", "Disobey task specification", _SPEC, _SPEC_FIX),
+    Mode("FM-1.2", "Disobey role specification", _SPEC, _SPEC_FIX),
+    Mode("FM-1.3", "Step repetition", _SPEC, _STOP_RULE),
+    Mode("FM-1.4", "Loss of conversation history", _SPEC, _CONTEXT_FIX),
+    Mode("FM-1.5", "Unaware of termination conditions", _SPEC, _STOP_RULE),
+    Mode("FM-2.1", "Conversation reset", _ALIGN, _CONTEXT_FIX),
+    Mode("FM-2.2", "Fail to ask for clarification", _ALIGN, _CLARIFY_FIX),
+    Mode("FM-2.3", "Task derailment", _ALIGN, _SPEC_FIX),
+    Mode("FM-2.4", "Information withholding", _ALIGN, _CONTEXT_FIX),
+    Mode("FM-2.5", "Ignored other agent's input", _ALIGN, _CONTEXT_FIX),
+    Mode("FM-2.6", "Reasoning-action mismatch", _ALIGN, _VERIFY_FIX),
+    Mode("FM-3.1", "Premature termination", _VERIFY, _STOP_RULE),
+    Mode("FM-3.2", "No or incomplete verification", _VERIFY, _VERIFY_FIX),
+    Mode("FM-3.3", "Incorrect verification", _VERIFY, _VERIFY_FIX),
+)
+MODE_CODES: tuple[str, ...] = tuple(m.code for m in MODES)
+MODES_BY_CODE: dict[str, Mode] = {m.code: m for m in MODES}
+
+# mast.* span attributes (set by the agent or its harness, usually on the run's root span).
+TASK_DESCRIPTION = "mast.task.description"
+TASK_READ_ONLY = "mast.task.read_only"
+TASK_ALLOWED_TOOLS = "mast.task.allowed_tools"
+TASK_MAX_STEPS = "mast.task.max_steps"
+AGENT_ALLOWED_TOOLS = "mast.agent.allowed_tools"
+RUN_OUTCOME = "mast.run.outcome"
+RUN_SCORE = "mast.run.score"
+# Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
+RUN_END = "mast.run.end"
+
+RUN_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        TASK_DESCRIPTION,
+        TASK_READ_ONLY,
+        TASK_ALLOWED_TOOLS,
+        TASK_MAX_STEPS,
+        AGENT_ALLOWED_TOOLS,
+        RUN_OUTCOME,
+        RUN_SCORE,
+        RUN_END,
+    }
+)

@@ -1,0 +1,156 @@
+"""FM-1.4 Loss of conversation history: the agent loses what it had already learnt.
+
+Rule `context_shrink`: between two model calls of the same agent, the input it sends shrinks
+by more than `shrink_ratio` (input tokens, or message count when tokens are not reported), from
+a context of at least `min_prior_input_tokens` tokens (or `min_prior_messages` messages). A
+shrink right after a step that summarizes or compacts the context on purpose (a step whose
+name, agent or operation matches `summary_pattern`, or a model call whose own input says it is
+a summary) is context hygiene, not loss, and stays silent.
+
+Rule `reacquire`: a read-only call identical to a successful one made at least
+`reacquire_min_gap_steps` tool calls earlier returns the same result, with no mutating call in
+between: the agent fetched again what it already had, which it would not need to had it kept
+it. (Closer repeats are step repetition, FM-1.3.) Lower confidence: an agent may re-read on
+purpose.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, short
+from processors.detectors.config import HistoryLossConfig
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+
+@dataclass(slots=True)
+class _Read:
+    index: int
+    world: int
+    result: str
+    step: Step
+
+
+class HistoryLoss(Detector):
+    mode = "FM-1.4"
+    name = "history_loss"
+    version = "1.0"
+    config: HistoryLossConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _HistoryLossRun(self)
+
+
+class _HistoryLossRun(DetectorRun):
+    def __init__(self, detector: HistoryLoss) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.summary = re.compile(self.config.summary_pattern, re.IGNORECASE)
+        # Per agent: its last model call, and how many summarizing steps the run had then.
+        self.last_llm: dict[str, tuple[Step, int]] = {}
+        self.summaries = 0
+        self.tool_index = 0
+        self.world = 0
+        self.reads: OrderedDict[str, _Read] = OrderedDict()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if self._is_summary(step):
+            self.summaries += 1
+        if step.kind is StepKind.LLM:
+            return self._on_llm(step, run)
+        if step.kind is StepKind.TOOL and step.tool_name:
+            return self._on_tool(step, run)
+        return ()
+
+    def _is_summary(self, step: Step) -> bool:
+        if step.kind not in (StepKind.LLM, StepKind.AGENT, StepKind.OTHER):
+            return False
+        return bool(self.summary.search(f"{step.name} {step.agent} {step.operation}"))
+
+    def _on_llm(self, step: Step, run: Run) -> list[Finding]:
+        agent = step.agent
+        last = self.last_llm.get(agent)
+        self.last_llm[agent] = (step, self.summaries)
+        if last is None or self._is_summary(step):
+            return []
+        previous, summaries_then = last
+        if summaries_then != self.summaries:
+            return []  # the context was summarized on purpose in between
+        if self.summary.search(step.input_text[:512]):
+            return []
+        ratio = self.config.shrink_ratio
+        before, after, unit = previous.input_tokens, step.input_tokens, "input tokens"
+        floor = self.config.min_prior_input_tokens
+        if before is None or after is None:
+            before, after, unit = previous.input_messages, step.input_messages, "messages"
+            floor = self.config.min_prior_messages
+        if before is None or after is None or before < floor:
+            return []
+        if after >= before * (1 - ratio):
+            return []
+        return [
+            self.detector.finding(
+                at=step,
+                rule="context_shrink",
+                confidence=0.8,
+                message=(
+                    f"{agent or 'the agent'}'s model input fell from {before} to {after} {unit} "
+                    f"between two calls, with no summarization in between"
+                ),
+                evidence=[previous, step],
+                values={
+                    "unit": unit,
+                    "before": before,
+                    "after": after,
+                    "drop": round(1 - after / before, 3) if before else 0.0,
+                    "threshold": ratio,
+                },
+                run=run,
+            )
+        ]
+
+    def _on_tool(self, step: Step, run: Run) -> list[Finding]:
+        classifier = self.detector.classifier
+        self.tool_index += 1
+        action = classifier.classify(step.tool_name, step.tool_arguments)
+        if action.kind is ActionKind.MUTATING:
+            self.world += 1
+            return []
+        if step.failed or action.kind is not ActionKind.READ:
+            return []
+        key = classifier.canonical_call(step.tool_name, step.tool_arguments)
+        result = classifier.result_fingerprint(step.tool_result)
+        earlier = self.reads.get(key)
+        self.reads[key] = _Read(self.tool_index, self.world, result, step)
+        self.reads.move_to_end(key)
+        if len(self.reads) > self.config.max_remembered_calls:
+            self.reads.popitem(last=False)
+        if earlier is None or earlier.world != self.world or earlier.result != result:
+            return []
+        gap = self.tool_index - earlier.index
+        if gap < self.config.reacquire_min_gap_steps:
+            return []
+        return [
+            self.detector.finding(
+                at=step,
+                rule="reacquire",
+                confidence=0.6,
+                message=(
+                    f"{step.tool_name} fetched again what it returned {gap} tool calls earlier, "
+                    f"with nothing changed in between"
+                ),
+                evidence=[earlier.step, step],
+                values={
+                    "tool": step.tool_name,
+                    "arguments": short(step.tool_arguments),
+                    "gap_steps": gap,
+                    "threshold": self.config.reacquire_min_gap_steps,
+                },
+                run=run,
+            )
+        ]

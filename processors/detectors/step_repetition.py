@@ -1,0 +1,166 @@
+"""FM-1.3 Step repetition: the agent repeats a step that already told it what it would tell.
+
+Rule `same_call`: the same tool with equivalent arguments (key order, whitespace and volatile
+fields such as timestamps and request ids ignored) is called `min_repeats` times, each call at
+most `max_gap_steps` tool calls after the previous one, and every call returned the same result
+(clocks and ages blanked). A call that returns something new (a rollout being polled while it
+progresses) starts the count again, and so does any mutating call in between (re-reading after
+a change is verification, not repetition); a mutating call's own repeats do count.
+
+Rule `cycle`: the last tool calls form a short cycle (A,B,A,B,... of up to `max_cycle_period`
+distinct calls) that has come round `min_cycle_repeats` times with unchanged results.
+
+One finding per streak or cycle, at the call that completes it. Usually benign on its own (the
+study sees it in successful runs too); its cost (time, calls, tokens of the stretch) says how
+much it wasted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, short
+from processors.detectors.config import StepRepetitionConfig
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+
+@dataclass(slots=True)
+class _Streak:
+    result: str
+    last_index: int
+    world: int
+    steps: list[Step] = field(default_factory=list)
+    reported: bool = False
+
+
+class StepRepetition(Detector):
+    mode = "FM-1.3"
+    name = "step_repetition"
+    version = "1.0"
+    config: StepRepetitionConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _StepRepetitionRun(self)
+
+
+class _StepRepetitionRun(DetectorRun):
+    def __init__(self, detector: StepRepetition) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.tool_index = 0
+        # Bumped by every mutating call: reads before and after a change are different calls.
+        self.world = 0
+        self.streaks: dict[str, _Streak] = {}
+        period = max(self.config.max_cycle_period, 0)
+        self.recent: deque[tuple[str, Step]] = deque(
+            maxlen=max(period * self.config.min_cycle_repeats, 1)
+        )
+        self.reported_cycles: set[tuple[str, ...]] = set()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind is not StepKind.TOOL or not step.tool_name:
+            return ()
+        classifier = self.detector.classifier
+        self.tool_index += 1
+        key = classifier.canonical_call(step.tool_name, step.tool_arguments)
+        result = classifier.result_fingerprint(step.tool_result)
+        if step.failed:
+            result = f"error:{classifier.result_fingerprint(step.error)}|{result}"
+        mutating = (
+            classifier.classify(step.tool_name, step.tool_arguments).kind is ActionKind.MUTATING
+        )
+        findings: list[Finding] = []
+        streak = self.streaks.get(key)
+        fresh = (
+            streak is None
+            or streak.result != result
+            or self.tool_index - streak.last_index - 1 > self.config.max_gap_steps
+            or (streak.world != self.world and not mutating)
+        )
+        if fresh:
+            streak = _Streak(result=result, last_index=self.tool_index, world=self.world)
+            self.streaks[key] = streak
+        assert streak is not None
+        streak.steps.append(step)
+        streak.last_index = self.tool_index
+        if mutating:
+            self.world += 1
+        streak.world = self.world
+        if not streak.reported and len(streak.steps) >= self.config.min_repeats:
+            streak.reported = True
+            findings.append(self._same_call(step, streak, run))
+        self._forget_stale()
+        cycle = self._cycle(key + "\x01" + result, step)
+        if cycle is not None:
+            findings.append(self._cycle_finding(step, cycle, run))
+        return findings
+
+    def _forget_stale(self) -> None:
+        """Keep only streaks that could still grow, so memory follows the window."""
+        if len(self.streaks) > 64:
+            limit = self.tool_index - self.config.max_gap_steps - 1
+            self.streaks = {k: s for k, s in self.streaks.items() if s.last_index >= limit}
+
+    def _cycle(self, token: str, step: Step) -> list[Step] | None:
+        self.recent.append((token, step))
+        repeats = self.config.min_cycle_repeats
+        tokens = [t for t, _ in self.recent]
+        for period in range(2, self.config.max_cycle_period + 1):
+            span = period * repeats
+            if len(tokens) < span:
+                break
+            tail = tokens[-span:]
+            if len(set(tail[:period])) < 2:
+                continue  # one call repeated: the same_call rule's business
+            if all(tail[i] == tail[i - period] for i in range(period, span)):
+                signature = tuple(sorted(set(tail[:period])))
+                if signature in self.reported_cycles:
+                    return None
+                self.reported_cycles.add(signature)
+                return [s for _, s in list(self.recent)[-span:]]
+        return None
+
+    def _same_call(self, step: Step, streak: _Streak, run: Run) -> Finding:
+        count = len(streak.steps)
+        return self.detector.finding(
+            at=step,
+            rule="same_call",
+            confidence=0.9 if not step.failed else 0.8,
+            message=(
+                f"{step.tool_name} called {count} times with equivalent arguments and the same "
+                f"result"
+            ),
+            evidence=streak.steps,
+            values={
+                "tool": step.tool_name,
+                "arguments": short(step.tool_arguments),
+                "repeats": count,
+                "threshold": self.config.min_repeats,
+                "result": short(step.tool_result or step.error),
+            },
+            run=run,
+        )
+
+    def _cycle_finding(self, step: Step, cycle: list[Step], run: Run) -> Finding:
+        period = len(cycle) // self.config.min_cycle_repeats
+        tools = [s.tool_name for s in cycle[:period]]
+        return self.detector.finding(
+            at=step,
+            rule="cycle",
+            confidence=0.8,
+            message=(
+                f"cycle {' → '.join(tools)} repeated {self.config.min_cycle_repeats} times "
+                f"with unchanged results"
+            ),
+            evidence=cycle,
+            values={
+                "cycle": tools,
+                "period": period,
+                "repeats": self.config.min_cycle_repeats,
+            },
+            run=run,
+        )

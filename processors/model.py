@@ -1,0 +1,148 @@
+"""The step model every detector reads, and the findings and signatures they produce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class StepKind(StrEnum):
+    LLM = "llm"
+    TOOL = "tool"
+    AGENT = "agent"
+    HANDOFF = "handoff"
+    HUMAN = "human"
+    EVALUATION = "evaluation"
+    OTHER = "other"
+
+
+class StepStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    UNSET = "unset"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallRequest:
+    """A tool call the model asked for in its output (not yet executed)."""
+
+    name: str
+    arguments: str = ""
+    call_id: str = ""
+
+
+@dataclass(slots=True)
+class Step:
+    """One normalized span (or log event) of an agent run.
+
+    Text fields are "" when the source did not say; numeric fields are None when unknown, so a
+    detector can tell "zero tokens" from "not reported".
+    """
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: StepKind
+    start_ns: int
+    end_ns: int
+    dialect: str
+    status: StepStatus = StepStatus.UNSET
+    error: str = ""
+    service: str = ""
+    agent: str = ""
+    model: str = ""
+    conversation_id: str = ""
+    operation: str = ""
+    tool_name: str = ""
+    tool_call_id: str = ""
+    tool_arguments: str = ""
+    tool_result: str = ""
+    input_text: str = ""
+    output_text: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    finish_reason: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_messages: int | None = None
+    # mast.* policy and outcome attributes found on the span, by attribute name.
+    run_attributes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_root(self) -> bool:
+        return not self.parent_span_id
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+    @property
+    def failed(self) -> bool:
+        return self.status is StepStatus.ERROR
+
+
+@dataclass(slots=True)
+class Cost:
+    """What a failing stretch spent, where the spans tell it."""
+
+    seconds: float = 0.0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class Finding:
+    """A failure mode seen in a run: what, where, why, at what cost."""
+
+    trace_id: str
+    span_id: str
+    mode: str
+    detector: str
+    detector_version: str
+    rule: str
+    confidence: float
+    message: str
+    evidence_span_ids: tuple[str, ...]
+    evidence: dict[str, Any]
+    time_ns: int
+    cost: Cost = field(default_factory=Cost)
+    service: str = ""
+    agent: str = ""
+    model: str = ""
+
+    @property
+    def finding_id(self) -> str:
+        """Stable across re-analysis of the same run, so storing a finding twice is detectable."""
+        from processors.ids import stable_hex
+
+        return stable_hex(self.trace_id, self.span_id, self.mode, self.rule, length=32)
+
+
+@dataclass(slots=True)
+class RunSignature:
+    """One closed run: its failure vector over the fourteen modes and what it was."""
+
+    trace_id: str
+    service: str
+    agent: str
+    model: str
+    start_ns: int
+    end_ns: int
+    close_reason: str
+    steps: int
+    llm_calls: int
+    tool_calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    mode_counts: dict[str, int]
+    outcome: str = ""
+    score: float | None = None
+    conversation_id: str = ""
+
+    @property
+    def modes(self) -> list[str]:
+        return sorted(m for m, n in self.mode_counts.items() if n > 0)

@@ -1,0 +1,374 @@
+"""Per-run windows: the state kept for each agent run while it streams in.
+
+A run is a trace (log-only agents get a trace id derived from their conversation). Steps are
+held for a short grace period and released to the detectors in start-time order, so spans that
+arrive slightly out of order are still seen in order. A run closes when its root span has
+arrived (plus the grace period, for stragglers), when a span carries `mast.run.end`, when it has
+been idle too long, or when the collector needs room (eviction), in which case it is closed and
+analysed, never dropped.
+
+Memory is bounded: at most `max_active_runs` runs, at most `max_steps_per_run` recent steps kept
+per run for detectors to look back on (detectors still see every step as it is released), and a
+bounded memory of recently closed runs to recognise late spans. Each bound is counted when hit.
+Time is passed in by the caller (the pipeline's one clock), so this module has no clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from processors import conventions
+from processors.model import Finding, RunSignature, Step, StepKind
+
+
+@dataclass
+class WindowConfig:
+    # How long a step waits for earlier-starting steps that may still arrive.
+    grace_s: float = 0.5
+    # A run with no new span for this long is closed.
+    idle_timeout_s: float = 60.0
+    max_active_runs: int = 20_000
+    # Recent steps kept per run for detectors that look back.
+    max_steps_per_run: int = 256
+    # Steps waiting out their grace period in one run; past this they are released at once.
+    max_pending_steps_per_run: int = 4_096
+    # Closed runs remembered so that their late spans are recognised, not opened as new runs.
+    closed_runs_remembered: int = 100_000
+
+    def validate(self) -> None:
+        for name in (
+            "idle_timeout_s",
+            "max_active_runs",
+            "max_steps_per_run",
+            "max_pending_steps_per_run",
+            "closed_runs_remembered",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"windows.{name} must be greater than 0")
+        if self.grace_s < 0:
+            raise ValueError("windows.grace_s must not be negative")
+
+
+class DetectorRun:
+    """One detector's state for one run. Subclasses override what they need."""
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        return ()
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        return ()
+
+
+# Opens the per-run state of every enabled detector.
+DetectorFactory = Callable[["Run"], list[DetectorRun]]
+
+
+class Run:
+    """What the collector knows about one run while it is open."""
+
+    __slots__ = (
+        "agents",
+        "attributes",
+        "close_at",
+        "closed_by",
+        "conversation_id",
+        "detectors",
+        "end_ns",
+        "errors",
+        "mode_counts",
+        "input_tokens",
+        "last_seen",
+        "llm_calls",
+        "models",
+        "output_tokens",
+        "pending",
+        "root",
+        "services",
+        "span_ids",
+        "start_ns",
+        "steps_seen",
+        "tool_calls",
+        "trace_id",
+        "window",
+    )
+
+    def __init__(self, trace_id: str, max_steps: int, now: float) -> None:
+        self.trace_id = trace_id
+        self.window: deque[Step] = deque(maxlen=max_steps)
+        self.pending: list[tuple[float, Step]] = []
+        self.span_ids: set[str] = set()
+        self.last_seen = now
+        self.close_at: float | None = None
+        self.closed_by = ""
+        self.root: Step | None = None
+        self.attributes: dict[str, Any] = {}
+        self.detectors: list[DetectorRun] = []
+        self.mode_counts: Counter[str] = Counter()
+        self.start_ns = 0
+        self.end_ns = 0
+        self.steps_seen = 0
+        self.llm_calls = 0
+        self.tool_calls = 0
+        self.errors = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.models: Counter[str] = Counter()
+        self.agents: Counter[str] = Counter()
+        self.services: Counter[str] = Counter()
+        self.conversation_id = ""
+
+    def record(self, step: Step) -> None:
+        """Fold a released step into the run's totals and window."""
+        self.window.append(step)
+        self.steps_seen += 1
+        if step.start_ns and (not self.start_ns or step.start_ns < self.start_ns):
+            self.start_ns = step.start_ns
+        self.end_ns = max(self.end_ns, step.end_ns)
+        if step.kind is StepKind.LLM:
+            self.llm_calls += 1
+            if step.model:
+                self.models[step.model] += 1
+        elif step.kind is StepKind.TOOL:
+            self.tool_calls += 1
+        if step.failed:
+            self.errors += 1
+        self.input_tokens += step.input_tokens or 0
+        self.output_tokens += step.output_tokens or 0
+        if step.agent:
+            self.agents[step.agent] += 1
+        if step.service:
+            self.services[step.service] += 1
+        if step.conversation_id and not self.conversation_id:
+            self.conversation_id = step.conversation_id
+
+    def signature(self) -> RunSignature:
+        root = self.root
+        outcome = _outcome(self.attributes)
+        score = _as_float(self.attributes.get(conventions.RUN_SCORE))
+        return RunSignature(
+            trace_id=self.trace_id,
+            service=(root.service if root and root.service else _most_common(self.services)),
+            agent=(root.agent if root and root.agent else _most_common(self.agents)),
+            model=_most_common(self.models),
+            start_ns=self.start_ns,
+            end_ns=self.end_ns,
+            close_reason=self.closed_by,
+            steps=self.steps_seen,
+            llm_calls=self.llm_calls,
+            tool_calls=self.tool_calls,
+            errors=self.errors,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            mode_counts=dict(self.mode_counts),
+            outcome=outcome,
+            score=score,
+            conversation_id=self.conversation_id,
+        )
+
+
+def _most_common(counter: Counter[str]) -> str:
+    return counter.most_common(1)[0][0] if counter else ""
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+_SUCCESS_WORDS = frozenset({"success", "succeeded", "pass", "passed", "resolved", "ok", "true"})
+_FAILURE_WORDS = frozenset({"failure", "failed", "fail", "unresolved", "error", "false"})
+
+
+def _outcome(attributes: dict[str, Any]) -> str:
+    """`success`, `failure` or "" (unknown), from the run's outcome attribute."""
+    value = attributes.get(conventions.RUN_OUTCOME)
+    if value is None:
+        return ""
+    word = str(value).strip().lower()
+    if word in _SUCCESS_WORDS:
+        return "success"
+    if word in _FAILURE_WORDS:
+        return "failure"
+    return ""
+
+
+@dataclass
+class WindowStats:
+    runs_opened: int = 0
+    runs_closed: Counter[str] = field(default_factory=Counter)
+    runs_evicted: int = 0
+    steps_received: int = 0
+    steps_duplicate: int = 0
+    steps_late: int = 0
+    steps_after_close: int = 0
+    steps_trimmed: int = 0
+    pending_overflow: int = 0
+
+
+@dataclass
+class WindowOutput:
+    findings: list[Finding] = field(default_factory=list)
+    signatures: list[RunSignature] = field(default_factory=list)
+
+    def extend(self, other: WindowOutput) -> None:
+        self.findings.extend(other.findings)
+        self.signatures.extend(other.signatures)
+
+
+class RunWindows:
+    """All open runs: add steps as they arrive, `tick` to release and close."""
+
+    def __init__(self, config: WindowConfig, open_detectors: DetectorFactory) -> None:
+        self.config = config
+        self._open_detectors = open_detectors
+        # Least recently active first: idle closing and eviction pop from the front.
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        # Runs with steps waiting, by when their oldest waiting step arrived.
+        self._pending: OrderedDict[str, float] = OrderedDict()
+        self._close_due: list[tuple[float, str]] = []
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self.stats = WindowStats()
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._runs)
+
+    def add(self, step: Step, now: float) -> WindowOutput:
+        """Take one step. Returns what closing evicted runs produced (usually nothing)."""
+        out = WindowOutput()
+        self.stats.steps_received += 1
+        trace_id = step.trace_id
+        if trace_id in self._closed:
+            self.stats.steps_after_close += 1
+            return out
+        run = self._runs.get(trace_id)
+        if run is None:
+            if len(self._runs) >= self.config.max_active_runs:
+                _, oldest = next(iter(self._runs.items()))
+                self.stats.runs_evicted += 1
+                out.extend(self._close(oldest, "evicted"))
+            run = Run(trace_id, self.config.max_steps_per_run, now)
+            run.detectors = self._open_detectors(run)
+            self._runs[trace_id] = run
+            self.stats.runs_opened += 1
+        else:
+            self._runs.move_to_end(trace_id)
+        if step.span_id in run.span_ids:
+            self.stats.steps_duplicate += 1
+            return out
+        run.span_ids.add(step.span_id)
+        run.last_seen = now
+        if step.run_attributes:
+            # The root span's attributes win over the same attribute on a child.
+            for key, value in step.run_attributes.items():
+                if step.is_root or key not in run.attributes:
+                    run.attributes[key] = value
+        if step.is_root and run.root is None:
+            run.root = step
+            self._schedule_close(run, now + self.config.grace_s, "root_ended")
+        if step.run_attributes.get(conventions.RUN_END) is True:
+            self._schedule_close(run, now + self.config.grace_s, "explicit_end")
+        if not run.pending:
+            self._pending[trace_id] = now
+        run.pending.append((now, step))
+        if len(run.pending) > self.config.max_pending_steps_per_run:
+            self.stats.pending_overflow += 1
+            out.findings.extend(self._release(run, None))
+        return out
+
+    def tick(self, now: float) -> WindowOutput:
+        """Release steps past their grace period; close runs that are due or idle."""
+        out = WindowOutput()
+        horizon = now - self.config.grace_s
+        while self._pending:
+            trace_id, first_arrival = next(iter(self._pending.items()))
+            if first_arrival > horizon:
+                break
+            run = self._runs[trace_id]
+            out.findings.extend(self._release(run, horizon))
+        while self._close_due and self._close_due[0][0] <= now:
+            _, trace_id = heapq.heappop(self._close_due)
+            run_or_none = self._runs.get(trace_id)
+            if run_or_none is not None and run_or_none.close_at is not None:
+                if run_or_none.close_at <= now:
+                    out.extend(self._close(run_or_none, run_or_none.closed_by))
+        idle_before = now - self.config.idle_timeout_s
+        while self._runs:
+            run = next(iter(self._runs.values()))
+            if run.last_seen > idle_before:
+                break
+            out.extend(self._close(run, "idle"))
+        return out
+
+    def close_all(self, reason: str = "shutdown") -> WindowOutput:
+        """Close every open run (at shutdown, or at the end of an offline analysis)."""
+        out = WindowOutput()
+        for run in list(self._runs.values()):
+            out.extend(self._close(run, run.closed_by or reason))
+        return out
+
+    def _schedule_close(self, run: Run, at: float, reason: str) -> None:
+        if run.close_at is None or at < run.close_at:
+            run.close_at = at
+            run.closed_by = reason
+            heapq.heappush(self._close_due, (at, run.trace_id))
+
+    def _release(self, run: Run, horizon: float | None) -> list[Finding]:
+        """Hand waiting steps to the detectors in start order: those that arrived by
+        `horizon`, or all of them when `horizon` is None."""
+        if horizon is None:
+            ready, run.pending = run.pending, []
+        else:
+            ready = [p for p in run.pending if p[0] <= horizon]
+            run.pending = [p for p in run.pending if p[0] > horizon]
+        if run.pending:
+            self._pending.pop(run.trace_id, None)
+            self._pending[run.trace_id] = run.pending[0][0]
+        else:
+            self._pending.pop(run.trace_id, None)
+        ready.sort(key=lambda p: (p[1].start_ns, p[1].end_ns))
+        findings: list[Finding] = []
+        for _, step in ready:
+            if run.window and step.start_ns < run.window[-1].start_ns:
+                self.stats.steps_late += 1
+            if len(run.window) == run.window.maxlen:
+                self.stats.steps_trimmed += 1
+            run.record(step)
+            for detector in run.detectors:
+                findings.extend(self._stamp(run, detector.on_step(step, run)))
+        return findings
+
+    def _close(self, run: Run, reason: str) -> WindowOutput:
+        out = WindowOutput()
+        out.findings.extend(self._release(run, None))
+        run.closed_by = reason
+        for detector in run.detectors:
+            out.findings.extend(self._stamp(run, detector.on_close(run)))
+        out.signatures.append(run.signature())
+        self._runs.pop(run.trace_id, None)
+        self._closed[run.trace_id] = None
+        if len(self._closed) > self.config.closed_runs_remembered:
+            self._closed.popitem(last=False)
+        self.stats.runs_closed[reason] += 1
+        return out
+
+    @staticmethod
+    def _stamp(run: Run, findings: Iterable[Finding]) -> list[Finding]:
+        """Fill in the run-level context of findings and keep them for the signature."""
+        stamped = []
+        for finding in findings:
+            if not finding.service:
+                finding.service = _most_common(run.services)
+            if not finding.model:
+                finding.model = _most_common(run.models)
+            run.mode_counts[finding.mode] += 1
+            stamped.append(finding)
+        return stamped
