@@ -146,7 +146,7 @@ def spans_table(spans: list[SpanRecord]) -> pa.Table:
             "Events.Timestamp": pa.array(
                 [[e.time_ns for e in s.events] for s in spans], pa.list_(_NS)
             ),
-            "Events.Name": pa.array([[e.name for e in s.events] for s in spans]),
+            "Events.Name": pa.array([[e.name for e in s.events] for s in spans], pa.list_(pa.string())),
             "Events.Attributes": pa.array(
                 [[_str_map(e.attributes) for e in s.events] for s in spans], pa.list_(_STR_MAP)
             ),

@@ -1,0 +1,298 @@
+"""The `mast-otel` command line: serve, demo, analyze, findings, signatures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from collector import __version__, queries
+from collector.config import Config, ConfigError, apply_overrides, load_config
+from collector.store import ChdbStore, StoreError
+
+log = logging.getLogger("mast-otel")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    config = load_config(getattr(args, "config", None))
+    return apply_overrides(
+        config,
+        {
+            "receivers.grpc.endpoint": getattr(args, "grpc_endpoint", None),
+            "receivers.http.endpoint": getattr(args, "http_endpoint", None),
+            "storage.data_dir": getattr(args, "data_dir", None),
+        },
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from collector.service import Service
+
+    config = _config(args)
+    service = Service(config)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s: stopping, flushing everything accepted", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    service.start()
+    log.info(
+        "mast-otel %s: OTLP/gRPC on %s, OTLP/HTTP on %s, store %s (database %s)",
+        __version__,
+        f"{config.receivers.grpc.endpoint.rsplit(':', 1)[0]}:{service.grpc_port}"
+        if service.grpc
+        else "off",
+        f"{config.receivers.http.endpoint.rsplit(':', 1)[0]}:{service.http_port}"
+        if service.http
+        else "off",
+        config.storage.data_dir,
+        config.storage.database,
+    )
+    while not stop.wait(1.0):
+        pass
+    service.stop()
+    log.info("stopped; everything accepted is stored")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from collector.demo.dialects import DIALECTS
+    from collector.demo.runner import run_demo
+
+    config = _config(args)
+    dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
+    started = time.monotonic()
+    result = run_demo(config, transport=args.transport, dialects=dialects)
+    elapsed = time.monotonic() - started
+    if args.output == "json":
+        for run in result.runs:
+            sig = result.signatures.get(run.trace_id, {})
+            print(
+                json.dumps(
+                    {
+                        "scenario": run.scenario.name,
+                        "trace_id": run.trace_id,
+                        "expected_modes": list(run.scenario.expected_modes),
+                        "modes": sig.get("modes", []),
+                        "signature": sig,
+                    }
+                )
+            )
+        return 0
+    print(
+        f"Sent {len(result.runs)} agent runs over OTLP/{args.transport} "
+        f"({', '.join(dialects)}); stored {result.spans_stored} spans in "
+        f"{config.storage.data_dir} in {elapsed:.1f}s.\n"
+    )
+    header = f"{'run':<20} {'dialect':<14} {'trace id':<32}  {'steps':>5}  modes found (expected)"
+    print(header)
+    print("-" * len(header))
+    mismatches = 0
+    for i, run in enumerate(result.runs):
+        sig = result.signatures.get(run.trace_id, {})
+        found = list(sig.get("modes", []))  # type: ignore[call-overload]
+        expected = list(run.scenario.expected_modes)
+        mark = "" if sorted(found) == sorted(expected) else "  <- differs"
+        mismatches += bool(mark)
+        print(
+            f"{run.scenario.name:<20} {dialects[i // max(1, len(result.runs) // len(dialects))]:<14} "
+            f"{run.trace_id}  {sig.get('steps', 0):>5}  {', '.join(found) or '-'} "
+            f"({', '.join(expected) or 'none'}){mark}"
+        )
+    print()
+    for row in result.findings:
+        print(f"{row['mode']} at span {row['span_id']} of {row['trace_id'][:8]}…: {row['message']}")
+    print(
+        f"\nQuery them again with: mast-otel findings --data-dir {config.storage.data_dir}"
+        + ("" if not mismatches else f"\n{mismatches} run(s) differ from the scenario's labels.")
+    )
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from collector.analyze import analyze_files
+
+    config = load_config(args.config)
+    findings = analyze_files(config, args.files)
+    rows = [
+        {
+            "trace_id": f.trace_id,
+            "span_id": f.span_id,
+            "mode": f.mode,
+            "rule": f.rule,
+            "confidence": f.confidence,
+            "detector": f.detector,
+            "detector_version": f.detector_version,
+            "message": f.message,
+            "evidence_span_ids": list(f.evidence_span_ids),
+            "evidence": f.evidence,
+            "service": f.service,
+            "agent": f.agent,
+            "model": f.model,
+            "time_unix_nano": f.time_ns,
+        }
+        for f in findings
+    ]
+    _print_findings(rows, args.output)
+    return 0
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    config = _config(args)
+    flt = queries.FindingFilter(
+        trace_id=args.trace, mode=args.mode, since_ns=_since(args.since), limit=args.limit
+    )
+    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        rows = queries.findings(store, flt) if _has_store(store) else []
+    finally:
+        store.close()
+    _print_findings(rows, args.output)
+    return 0
+
+
+def cmd_signatures(args: argparse.Namespace) -> int:
+    config = _config(args)
+    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        rows = queries.signatures(store, trace_id=args.trace, limit=args.limit) if _has_store(store) else []
+    finally:
+        store.close()
+    if args.output == "json":
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    print(f"{'trace id':<32}  {'service':<12} {'model':<14} {'steps':>5} {'outcome':<8} modes")
+    for row in rows:
+        print(
+            f"{row['trace_id']:<32}  {row['service'][:12]:<12} {row['model'][:14]:<14} "
+            f"{row['steps']:>5} {row['outcome'] or '-':<8} {', '.join(row['modes']) or '-'}"
+        )
+    return 0
+
+
+def _has_store(store: ChdbStore) -> bool:
+    rows = store.query(
+        f"SELECT count() AS n FROM system.tables WHERE database = '{store.database}' "
+        f"AND name = 'mast_findings'"
+    )
+    return bool(rows and int(rows[0]["n"]))
+
+
+def _print_findings(rows: list[dict[str, Any]], output: str) -> None:
+    if output == "json":
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        return
+    if not rows:
+        print("no findings")
+        return
+    print(f"{'mode':<7} {'trace id':<32} {'span id':<16} {'conf':>4}  message")
+    for row in rows:
+        print(
+            f"{row['mode']:<7} {row['trace_id']:<32} {row['span_id']:<16} "
+            f"{float(row['confidence']):>4.2f}  {row['message']}"
+        )
+
+
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+
+
+def _since(value: str | None) -> int | None:
+    """`15m`, `2h`, `1d` ago, or an ISO-8601 time, as Unix nanoseconds."""
+    if value is None:
+        return None
+    match = _DURATION.match(value.strip())
+    if match:
+        seconds = int(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+        return time.time_ns() - seconds * 1_000_000_000
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigError(
+            f"--since expects a duration like 15m, 2h, 1d or an ISO time, got {value!r}"
+        ) from exc
+    return int(moment.timestamp() * 1e9)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mast-otel",
+        description="Names MAST failure modes in LLM agent runs received over OTLP.",
+    )
+    parser.add_argument("--version", action="version", version=f"mast-otel {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser, endpoints: bool = False) -> None:
+        p.add_argument("--config", help="YAML config file (flags override it)")
+        p.add_argument("--data-dir", help="embedded store directory (default ./mast-data)")
+        if endpoints:
+            p.add_argument("--grpc-endpoint", help="OTLP/gRPC HOST:PORT (default 127.0.0.1:4317)")
+            p.add_argument("--http-endpoint", help="OTLP/HTTP HOST:PORT (default 127.0.0.1:4318)")
+
+    serve = sub.add_parser("serve", help="run the collector (OTLP gRPC and HTTP)")
+    common(serve, endpoints=True)
+    serve.set_defaults(func=cmd_serve)
+
+    demo = sub.add_parser("demo", help="run example agent runs through a collector")
+    common(demo)
+    demo.add_argument("--transport", choices=["grpc", "http"], default="grpc")
+    demo.add_argument(
+        "--dialect",
+        default="genai",
+        choices=["genai", "genai-legacy", "openinference", "openllmetry", "all"],
+    )
+    demo.add_argument("--output", choices=["table", "json"], default="table")
+    demo.set_defaults(func=cmd_demo)
+
+    analyze = sub.add_parser("analyze", help="run the detectors over OTLP JSON/protobuf files")
+    analyze.add_argument("files", nargs="+", help="OTLP/JSON lines or OTLP protobuf files")
+    analyze.add_argument("--config", help="YAML config file")
+    analyze.add_argument("--output", choices=["table", "json"], default="table")
+    analyze.set_defaults(func=cmd_analyze)
+
+    for name, func, what in (
+        ("findings", cmd_findings, "list stored findings"),
+        ("signatures", cmd_signatures, "list stored run signatures"),
+    ):
+        p = sub.add_parser(name, help=what)
+        common(p)
+        p.add_argument("--trace", help="only this trace id (32 hex)")
+        if name == "findings":
+            p.add_argument("--mode", help="only this mode, e.g. FM-1.3")
+            p.add_argument("--since", help="only findings since: 15m, 2h, 1d or an ISO time")
+        p.add_argument("--limit", type=int, default=1000)
+        p.add_argument("--output", choices=["table", "json"], default="table")
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except (ConfigError, StoreError, queries.QueryError) as exc:
+        print(f"mast-otel: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

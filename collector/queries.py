@@ -1,0 +1,99 @@
+"""The questions the command line (and later dashboards) ask the store, as named queries.
+
+Every SQL string the product runs against stored findings and signatures lives here, so each
+is tested once on chDB and runs unchanged on a ClickHouse server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from collector.store import Store
+
+_HEX = re.compile(r"^[0-9a-f]{32}$")
+_MODE = re.compile(r"^FM-[1-3]\.[1-6]$")
+
+
+class QueryError(ValueError):
+    """A filter value is malformed; the message says what is expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class FindingFilter:
+    trace_id: str | None = None
+    mode: str | None = None
+    since_ns: int | None = None
+    limit: int = 1000
+
+
+def findings(store: Store, flt: FindingFilter) -> list[dict[str, Any]]:
+    """Stored findings, newest first, one row each (duplicates of a re-analysis folded)."""
+    where = []
+    if flt.trace_id is not None:
+        trace_id = flt.trace_id.lower()
+        if not _HEX.match(trace_id):
+            raise QueryError(f"--trace expects 32 hex characters, got {flt.trace_id!r}")
+        where.append(f"TraceId = '{trace_id}'")
+    if flt.mode is not None:
+        if not _MODE.match(flt.mode):
+            raise QueryError(f"--mode expects a code like FM-1.3, got {flt.mode!r}")
+        where.append(f"Mode = '{flt.mode}'")
+    if flt.since_ns is not None:
+        where.append(f"Timestamp >= fromUnixTimestamp64Nano({int(flt.since_ns)})")
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = store.query(
+        f"""
+        SELECT TraceId AS trace_id, SpanId AS span_id, Mode AS mode, ModeName AS mode_name,
+               Rule AS rule, Confidence AS confidence, Detector AS detector,
+               DetectorVersion AS detector_version, Message AS message,
+               EvidenceSpanIds AS evidence_span_ids, Evidence AS evidence,
+               ServiceName AS service, AgentName AS agent, Model AS model,
+               toUnixTimestamp64Nano(Timestamp) AS time_unix_nano,
+               CostSeconds AS cost_seconds, CostLlmCalls AS cost_llm_calls,
+               CostToolCalls AS cost_tool_calls,
+               CostInputTokens + CostOutputTokens AS cost_tokens, Intervention AS intervention
+        FROM {store.database}.mast_findings FINAL
+        {clause}
+        ORDER BY Timestamp DESC, TraceId, SpanId, Mode
+        LIMIT {int(flt.limit)}
+        """
+    )
+    for row in rows:
+        row["evidence"] = json.loads(row["evidence"] or "{}")
+    return rows
+
+
+def signatures(store: Store, trace_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+    """The current signature of each closed run, newest first."""
+    clause = ""
+    if trace_id is not None:
+        if not _HEX.match(trace_id.lower()):
+            raise QueryError(f"expected a 32-hex trace id, got {trace_id!r}")
+        clause = f"WHERE TraceId = '{trace_id.lower()}'"
+    return store.query(
+        f"""
+        SELECT TraceId AS trace_id, ServiceName AS service, AgentName AS agent, Model AS model,
+               toUnixTimestamp64Nano(Start) AS start_unix_nano,
+               toUnixTimestamp64Nano(End) AS end_unix_nano, CloseReason AS close_reason,
+               Steps AS steps, LlmCalls AS llm_calls, ToolCalls AS tool_calls,
+               Errors AS errors, InputTokens AS input_tokens, OutputTokens AS output_tokens,
+               FailureVector AS failure_vector, Modes AS modes, ModeCounts AS mode_counts,
+               FindingCount AS finding_count, Outcome AS outcome, Score AS score
+        FROM {store.database}.mast_signatures FINAL
+        {clause}
+        ORDER BY Start DESC, TraceId
+        LIMIT {int(limit)}
+        """
+    )
+
+
+def span_counts(store: Store) -> dict[str, int]:
+    """How many spans, and distinct span ids, the store holds (for checks and the demo)."""
+    rows = store.query(
+        f"SELECT count() AS spans, uniqExact(TraceId, SpanId) AS unique_spans "
+        f"FROM {store.database}.otel_traces"
+    )
+    return {k: int(v) for k, v in rows[0].items()}

@@ -1,0 +1,92 @@
+"""The running collector: store, exporter, pipeline and receivers, started and stopped in
+order. `serve` and `demo` both run one of these."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from collector.config import Config, parse_endpoint
+from collector.exporters.clickhouse import ClickHouseExporter
+from collector.pipeline import Pipeline
+from collector.receivers.grpc_receiver import GrpcReceiver
+from collector.receivers.http_receiver import HttpReceiver
+from collector.store import ChdbStore, Store, migrate
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    def __init__(self, config: Config, store: Store | None = None) -> None:
+        config.validate()
+        self.config = config
+        self.store: Store = store or ChdbStore(config.storage.data_dir, config.storage.database)
+        migrate(self.store)
+        self.exporter = ClickHouseExporter(
+            self.store, config.storage.batch_max_rows, config.storage.flush_interval_s
+        )
+        self.pipeline = Pipeline(config, self.exporter)
+        self.grpc: GrpcReceiver | None = None
+        self.http: HttpReceiver | None = None
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        self.pipeline.start()
+        receivers = self.config.receivers
+        if receivers.grpc.enabled:
+            host, port = parse_endpoint(receivers.grpc.endpoint, "receivers.grpc.endpoint")
+            self.grpc = GrpcReceiver(
+                self.pipeline,
+                endpoint=f"{host}:{port}",
+                max_message_bytes=receivers.grpc.max_message_bytes,
+                max_workers=receivers.grpc.max_workers,
+            )
+            self.grpc.start()
+        if receivers.http.enabled:
+            host, port = parse_endpoint(receivers.http.endpoint, "receivers.http.endpoint")
+            self.http = HttpReceiver(
+                self.pipeline,
+                endpoint=f"{host}:{port}",
+                max_body_bytes=receivers.http.max_body_bytes,
+                health_check=lambda: (200, json.dumps(self.health())),
+            )
+            self.http.start()
+
+    @property
+    def grpc_port(self) -> int:
+        return self.grpc.port if self.grpc else 0
+
+    @property
+    def http_port(self) -> int:
+        return self.http.port if self.http else 0
+
+    def health(self) -> dict[str, Any]:
+        status = self.pipeline.health()
+        status["store"] = {
+            "buffered_rows": self.exporter.buffered_rows,
+            "write_errors": self.exporter.stats.write_errors,
+            "rows_written": dict(self.exporter.stats.rows_written),
+        }
+        if self.grpc:
+            status["grpc"] = self.grpc.stats
+        if self.http:
+            status["http"] = self.http.stats
+        return status
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop taking requests, then process and store everything already accepted."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.grpc:
+            self.grpc.shutdown(grace_s)
+        if self.http:
+            self.http.shutdown()
+        self.pipeline.stop()
+        self.store.close()
+
+    def on_output(self, listener: Callable[..., None]) -> None:
+        self.pipeline.on_output(listener)
