@@ -16,6 +16,7 @@ from typing import Any
 
 from collector import __version__, queries
 from collector.config import Config, ConfigError, apply_overrides, load_config
+from collector.otlp.decode import OtlpDecodeError
 from collector.store import ChdbStore, StoreError
 
 log = logging.getLogger("mast-otel")
@@ -106,7 +107,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         mark = "" if sorted(found) == sorted(expected) else "  <- differs"
         mismatches += bool(mark)
         print(
-            f"{run.scenario.name:<20} {dialects[i // max(1, len(result.runs) // len(dialects))]:<14} "
+            f"{run.scenario.name:<20} {run.dialect:<14} "
             f"{run.trace_id}  {sig.get('steps', 0):>5}  {', '.join(found) or '-'} "
             f"({', '.join(expected) or 'none'}){mark}"
         )
@@ -287,8 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.func(args))
-    except (ConfigError, StoreError, queries.QueryError) as exc:
+    except (ConfigError, StoreError, queries.QueryError, OtlpDecodeError) as exc:
         print(f"mast-otel: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"mast-otel: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -205,3 +205,17 @@ def apply_overrides(config: Config, overrides: dict[str, Any]) -> Config:
     updated: Config = _merge(config, nested, "")
     updated.validate()
     return updated
+
+
+EXAMPLE_HEADER = (
+    "# mast-otel configuration with every option at its default.\n"
+    "# Copy it, keep what you change; `mast-otel serve --config FILE` reads it, flags override "
+    "it.\n"
+)
+
+
+def example_yaml() -> str:
+    """Every option at its default, as YAML (deploy/config.example.yaml is this)."""
+    return EXAMPLE_HEADER + yaml.safe_dump(
+        dataclasses.asdict(Config()), sort_keys=False, width=200
+    )

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from collector.demo.cluster import Cluster
 from collector.demo.dialects import (
@@ -129,10 +129,19 @@ SCENARIOS: tuple[Scenario, ...] = (
 SCENARIOS_BY_NAME = {s.name: s for s in SCENARIOS}
 
 
-def tracer_provider(exporter: SpanExporter, service: str = "sre-agent") -> TracerProvider:
+def tracer_provider(
+    exporter: SpanExporter, service: str = "sre-agent", also: SpanExporter | None = None
+) -> TracerProvider:
+    """An SDK provider exporting in batches to `exporter` (and, for tests, to `also`)."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+    if also is not None:
+        provider.add_span_processor(SimpleSpanProcessor(also))
     return provider
+
+
+def _span_id(span: Span) -> str:
+    return format(span.get_span_context().span_id, "016x")
 
 
 def _tokens(messages: list[dict[str, str]]) -> int:
@@ -142,9 +151,13 @@ def _tokens(messages: list[dict[str, str]]) -> int:
 
 @dataclass
 class AgentRun:
+    """What the agent did, by span id: where findings are expected to point."""
+
     scenario: Scenario
     trace_id: str
-    span_ids: list[str] = field(default_factory=list)
+    dialect: str
+    tool_spans: list[tuple[str, str]] = field(default_factory=list)  # (command, span id)
+    llm_spans: list[str] = field(default_factory=list)
 
 
 class SreAgent:
@@ -153,6 +166,7 @@ class SreAgent:
         self.dialect = dialect
         self.model = model
         self.name = "sre-agent"
+        self._record: AgentRun  # the run in progress, set by `run`
 
     def run(self, scenario: Scenario, conversation: str = "") -> AgentRun:
         cluster = Cluster.incident()
@@ -165,7 +179,10 @@ class SreAgent:
             describe_agent(root, self.dialect, self.name, conversation)
             root.set_attribute(conventions.TASK_DESCRIPTION, TASK)
             root.set_attribute(conventions.RUN_OUTCOME, scenario.outcome)
-            record = AgentRun(scenario, format(root.get_span_context().trace_id, "032x"))
+            record = AgentRun(
+                scenario, format(root.get_span_context().trace_id, "032x"), self.dialect
+            )
+            self._record = record
             for turn, act in enumerate(scenario.plan):
                 if act.kind == "forget":
                     messages = messages[:2]
@@ -185,6 +202,7 @@ class SreAgent:
         thought = f"Next I will run {act.command or act.tool} to see the current state."
         self._llm(messages, thought, [request], "tool_calls")
         with self.tracer.start_as_current_span("tool") as span:
+            self._record.tool_spans.append((act.command or act.tool, _span_id(span)))
             if act.tool == "get_alerts":
                 ok, result = True, cluster.get_alerts()
             else:
@@ -219,6 +237,7 @@ class SreAgent:
             finish_reason=finish,
         )
         with self.tracer.start_as_current_span(llm_span_name(self.dialect, call)) as span:
+            self._record.llm_spans.append(_span_id(span))
             describe_llm(span, self.dialect, call)
 
     def _summarize(self, messages: list[dict[str, str]]) -> str:

@@ -44,10 +44,11 @@ def run_agents(
     transport: str,
     dialects: list[str],
     scenarios: tuple[Scenario, ...] = SCENARIOS,
+    also: SpanExporter | None = None,
 ) -> list[AgentRun]:
     """Send every scenario in every dialect to a running service; returns once the SDK has
-    exported everything."""
-    provider = tracer_provider(otlp_exporter(transport, service))
+    exported everything. `also` receives a copy of every span (tests use it)."""
+    provider = tracer_provider(otlp_exporter(transport, service), also=also)
     runs = []
     try:
         for dialect in dialects:

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up .venv, then runs the checks and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy collector processors schemas
+.venv/bin/python -m pytest -q

@@ -1,0 +1,110 @@
+"""End to end: the real OpenTelemetry SDK exports agent runs over real gRPC and HTTP to a
+running collector; afterwards the embedded store holds every span once and the expected
+findings at the expected spans, and clean runs and near misses raise nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from collector import queries
+from collector.config import Config, load_config
+from collector.demo.agent import SCENARIOS, AgentRun
+from collector.demo.dialects import DIALECTS
+from collector.demo.runner import run_agents
+from collector.service import Service
+from collector.store import ChdbStore
+
+
+def loopback_config(data_dir: Path) -> Config:
+    config = load_config()
+    receivers = dataclasses.replace(
+        config.receivers,
+        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
+        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
+    )
+    storage = dataclasses.replace(config.storage, data_dir=str(data_dir))
+    return dataclasses.replace(config, receivers=receivers, storage=storage)
+
+
+def expected_span(run: AgentRun, mode: str) -> str:
+    """Where each scenario's finding must point."""
+    if mode == "FM-1.3":  # the third identical pod listing
+        pods = [sid for cmd, sid in run.tool_spans if cmd == "kubectl get pods -n shop"]
+        return pods[2]
+    if mode == "FM-1.4":  # the first model call after the history was lost
+        return run.llm_spans[4]
+    if mode == "FM-3.2":  # the unchecked change
+        return next(sid for cmd, sid in run.tool_spans if "set resources" in cmd)
+    raise AssertionError(mode)
+
+
+@pytest.fixture(scope="module", params=["grpc", "http"])
+def delivered(request, tmp_path_factory):
+    transport = request.param
+    config = loopback_config(tmp_path_factory.mktemp(f"store-{transport}"))
+    sent = InMemorySpanExporter()
+    service = Service(config)
+    service.start()
+    try:
+        runs = run_agents(service, transport, list(DIALECTS), also=sent)
+    finally:
+        service.stop()
+    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        stored = store.query(
+            f"SELECT TraceId AS t, SpanId AS s, count() AS n FROM otel.otel_traces "
+            f"GROUP BY TraceId, SpanId"
+        )
+        findings = queries.findings(store, queries.FindingFilter(limit=10_000))
+        signatures = {r["trace_id"]: r for r in queries.signatures(store, limit=10_000)}
+    finally:
+        store.close()
+    return transport, runs, sent.get_finished_spans(), stored, findings, signatures
+
+
+def test_every_span_is_stored_exactly_once(delivered):
+    _, runs, sent, stored, _, _ = delivered
+    sent_ids = {
+        (format(s.context.trace_id, "032x"), format(s.context.span_id, "016x")) for s in sent
+    }
+    stored_ids = {(r["t"], r["s"]) for r in stored}
+    assert len(runs) == len(SCENARIOS) * len(DIALECTS)
+    assert stored_ids == sent_ids
+    assert all(int(r["n"]) == 1 for r in stored)
+
+
+def test_expected_findings_at_expected_spans_in_every_dialect(delivered):
+    _, runs, _, _, findings, _ = delivered
+    by_trace: dict[str, list[dict]] = {}
+    for f in findings:
+        by_trace.setdefault(f["trace_id"], []).append(f)
+    for run in runs:
+        got = by_trace.get(run.trace_id, [])
+        assert sorted(f["mode"] for f in got) == sorted(run.scenario.expected_modes), (
+            run.scenario.name,
+            run.dialect,
+            [(f["mode"], f["rule"], f["message"]) for f in got],
+        )
+        for f in got:
+            assert f["span_id"] == expected_span(run, f["mode"]), (run.scenario.name, run.dialect)
+            assert f["span_id"] in f["evidence_span_ids"] or f["mode"] == "FM-3.2"
+            assert f["evidence"]["rule"] == f["rule"]
+            assert 0 < f["confidence"] <= 1
+
+
+def test_every_run_has_one_signature_with_its_failure_vector(delivered):
+    _, runs, _, _, _, signatures = delivered
+    for run in runs:
+        sig = signatures[run.trace_id]
+        assert sorted(sig["modes"]) == sorted(run.scenario.expected_modes)
+        assert sum(sig["failure_vector"]) == len(run.scenario.expected_modes)
+        assert len(sig["failure_vector"]) == 14
+        assert sig["outcome"] == run.scenario.outcome
+        assert sig["service"] == "sre-agent"
+        assert sig["model"] == "gpt-4o"
+        assert sig["close_reason"] == "root_ended"
+        assert int(sig["tool_calls"]) == len(run.tool_spans)
