@@ -100,9 +100,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(header)
     print("-" * len(header))
     mismatches = 0
-    for i, run in enumerate(result.runs):
+    for run in result.runs:
         sig = result.signatures.get(run.trace_id, {})
-        found = list(sig.get("modes", []))  # type: ignore[call-overload]
+        found = list(sig.get("modes", []))
         expected = list(run.scenario.expected_modes)
         mark = "" if sorted(found) == sorted(expected) else "  <- differs"
         mismatches += bool(mark)
@@ -167,7 +167,11 @@ def cmd_signatures(args: argparse.Namespace) -> int:
     config = _config(args)
     store = ChdbStore(config.storage.data_dir, config.storage.database)
     try:
-        rows = queries.signatures(store, trace_id=args.trace, limit=args.limit) if _has_store(store) else []
+        rows = (
+            queries.signatures(store, trace_id=args.trace, limit=args.limit)
+            if _has_store(store)
+            else []
+        )
     finally:
         store.close()
     if args.output == "json":

@@ -216,6 +216,4 @@ EXAMPLE_HEADER = (
 
 def example_yaml() -> str:
     """Every option at its default, as YAML (deploy/config.example.yaml is this)."""
-    return EXAMPLE_HEADER + yaml.safe_dump(
-        dataclasses.asdict(Config()), sort_keys=False, width=200
-    )
+    return EXAMPLE_HEADER + yaml.safe_dump(dataclasses.asdict(Config()), sort_keys=False, width=200)

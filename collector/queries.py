@@ -66,7 +66,9 @@ def findings(store: Store, flt: FindingFilter) -> list[dict[str, Any]]:
     return rows
 
 
-def signatures(store: Store, trace_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+def signatures(
+    store: Store, trace_id: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
     """The current signature of each closed run, newest first."""
     clause = ""
     if trace_id is not None:

@@ -124,7 +124,9 @@ _KUBE_KINDS = (
     r"cj|hpa|horizontalpodautoscalers?|pvc|persistentvolumeclaims?)"
 )
 _KUBE_VERB_TARGET = re.compile(
-    r"\bkubectl\s+(?:-\S+\s+\S+\s+)*(?:rollout\s+)?\w+\s+" + _KUBE_KINDS + r"\s+([a-z0-9][a-z0-9.-]*)",
+    r"\bkubectl\s+(?:-\S+\s+\S+\s+)*(?:rollout\s+)?\w+\s+"
+    + _KUBE_KINDS
+    + r"\s+([a-z0-9][a-z0-9.-]*)",
     re.IGNORECASE,
 )
 

@@ -12,7 +12,9 @@ from typing import Union
 
 # An OTLP AnyValue as Python: str, bool, int, float, bytes, a list of values, a dict of values,
 # or None for an empty value.
-AttrValue = Union[str, bool, int, float, bytes, list["AttrValue"], dict[str, "AttrValue"], None]
+AttrValue = Union[  # noqa: UP007 (a recursive alias needs the string forward references)
+    str, bool, int, float, bytes, list["AttrValue"], dict[str, "AttrValue"], None
+]
 Attributes = dict[str, AttrValue]
 
 

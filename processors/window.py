@@ -79,10 +79,10 @@ class Run:
         "detectors",
         "end_ns",
         "errors",
-        "mode_counts",
         "input_tokens",
         "last_seen",
         "llm_calls",
+        "mode_counts",
         "models",
         "output_tokens",
         "pending",
@@ -296,10 +296,10 @@ class RunWindows:
             out.findings.extend(self._release(run, horizon))
         while self._close_due and self._close_due[0][0] <= now:
             _, trace_id = heapq.heappop(self._close_due)
-            run_or_none = self._runs.get(trace_id)
-            if run_or_none is not None and run_or_none.close_at is not None:
-                if run_or_none.close_at <= now:
-                    out.extend(self._close(run_or_none, run_or_none.closed_by))
+            due = self._runs.get(trace_id)
+            # Entries are not removed when a close is moved earlier: skip the stale ones.
+            if due is not None and due.close_at is not None and due.close_at <= now:
+                out.extend(self._close(due, due.closed_by))
         idle_before = now - self.config.idle_timeout_s
         while self._runs:
             run = next(iter(self._runs.values()))

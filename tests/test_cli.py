@@ -131,7 +131,9 @@ def test_serve_flushes_everything_on_sigterm_then_findings_reads_it(tmp_path):
                     break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail(f"serve did not come up: {proc.stdout.read() if proc.stdout else ''}")
+                    pytest.fail(
+                        f"serve did not come up: {proc.stdout.read() if proc.stdout else ''}"
+                    )
                 time.sleep(0.2)
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -158,7 +160,9 @@ def test_serve_flushes_everything_on_sigterm_then_findings_reads_it(tmp_path):
     expected = sorted((r.trace_id, m) for r in runs for m in r.scenario.expected_modes)
     assert sorted((r["trace_id"], r["mode"]) for r in rows) == expected
 
-    only_loop = run_cli("findings", "--data-dir", str(data_dir), "--mode", "FM-1.3", "--output", "json")
+    only_loop = run_cli(
+        "findings", "--data-dir", str(data_dir), "--mode", "FM-1.3", "--output", "json"
+    )
     assert [json.loads(x)["mode"] for x in only_loop.stdout.splitlines()] == ["FM-1.3"]
     one_trace = run_cli(
         "findings", "--data-dir", str(data_dir), "--trace", runs[3].trace_id, "--output", "json"
@@ -167,7 +171,13 @@ def test_serve_flushes_everything_on_sigterm_then_findings_reads_it(tmp_path):
     recent = run_cli("findings", "--data-dir", str(data_dir), "--since", "1h", "--output", "json")
     assert len(recent.stdout.splitlines()) == len(expected)
     future = run_cli(
-        "findings", "--data-dir", str(data_dir), "--since", "2999-01-01T00:00:00", "--output", "json"
+        "findings",
+        "--data-dir",
+        str(data_dir),
+        "--since",
+        "2999-01-01T00:00:00",
+        "--output",
+        "json",
     )
     assert future.stdout.strip() == ""
     bad = run_cli("findings", "--data-dir", str(data_dir), "--mode", "loop")

@@ -180,7 +180,7 @@ def test_a_change_never_checked_is_missing_verification():
     run.tool("kubectl", GET_PODS, PODS_BAD)
     change = run.tool("kubectl", RESTART, "deployment.apps/checkout restarted")
     run.llm()
-    findings, signatures = analyse(run.steps + [run.root()])
+    findings, signatures = analyse([*run.steps, run.root()])
     missing = only(findings, "FM-3.2")
     assert modes(missing) == [("FM-3.2", "unverified_change")]
     assert missing[0].span_id == change.span_id
@@ -220,7 +220,7 @@ def test_read_only_runs_raise_nothing():
     for i in range(5):
         run.llm(input_tokens=1000 + 300 * i)
         run.tool("kubectl", {"command": f"kubectl logs checkout-{i} -n shop"}, f"log {i}")
-    findings, signatures = analyse(run.steps + [run.root()])
+    findings, signatures = analyse([*run.steps, run.root()])
     assert findings == []
     assert signatures[0].steps == 11
     assert signatures[0].llm_calls == 5 and signatures[0].tool_calls == 5

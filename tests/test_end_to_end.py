@@ -56,8 +56,8 @@ def delivered(request, tmp_path_factory):
     store = ChdbStore(config.storage.data_dir, config.storage.database)
     try:
         stored = store.query(
-            f"SELECT TraceId AS t, SpanId AS s, count() AS n FROM otel.otel_traces "
-            f"GROUP BY TraceId, SpanId"
+            "SELECT TraceId AS t, SpanId AS s, count() AS n FROM otel.otel_traces "
+            "GROUP BY TraceId, SpanId"
         )
         findings = queries.findings(store, queries.FindingFilter(limit=10_000))
         signatures = {r["trace_id"]: r for r in queries.signatures(store, limit=10_000)}

@@ -72,13 +72,18 @@ def test_garbage_between_the_spans_of_a_run_does_not_disturb_it(tmp_path):
             port = service.http_port
             status, _ = post(port, "/v1/traces", b"\x00\x01junk", "application/x-protobuf")
             assert status == 400
-            status, body = post(port, "/v1/traces", b'{"resourceSpans": [{"scopeSpans": 5}]}', "application/json")
+            status, body = post(
+                port, "/v1/traces", b'{"resourceSpans": [{"scopeSpans": 5}]}', "application/json"
+            )
             assert status == 400 and body
             status, _ = post(port, "/v1/traces", b"{}", "text/plain")
             assert status == 415
             status, _ = post(
-                port, "/v1/traces", gzip.compress(b"\x00" * (17 * 1024 * 1024)),
-                "application/x-protobuf", **{"Content-Encoding": "gzip"},
+                port,
+                "/v1/traces",
+                gzip.compress(b"\x00" * (17 * 1024 * 1024)),
+                "application/x-protobuf",
+                **{"Content-Encoding": "gzip"},
             )
             assert status == 413
             huge = "x" * (2 * 1024 * 1024)

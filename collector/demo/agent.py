@@ -77,7 +77,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         "healthy_fix",
         "diagnoses, raises the memory limit, re-checks pods and alerts",
         (),
-        (ALERTS, PODS, DESCRIBE, LOGS, FIX, PODS, ALERTS, final("Raised memory limit; alert cleared.")),
+        (
+            ALERTS,
+            PODS,
+            DESCRIBE,
+            LOGS,
+            FIX,
+            PODS,
+            ALERTS,
+            final("Raised memory limit; alert cleared."),
+        ),
         "success",
     ),
     Scenario(
@@ -195,7 +204,9 @@ class SreAgent:
                     self._tool_turn(cluster, act, turn, messages)
             return record
 
-    def _tool_turn(self, cluster: Cluster, act: Act, turn: int, messages: list[dict[str, str]]) -> None:
+    def _tool_turn(
+        self, cluster: Cluster, act: Act, turn: int, messages: list[dict[str, str]]
+    ) -> None:
         arguments = {"command": act.command} if act.command else {}
         call_id = f"call_{turn}"
         request = {"name": act.tool, "arguments": json.dumps(arguments), "id": call_id}
@@ -207,7 +218,9 @@ class SreAgent:
                 ok, result = True, cluster.get_alerts()
             else:
                 ok, result = cluster.kubectl(act.command)
-            span.update_name(tool_span_name(self.dialect, ToolCall(act.tool, arguments, "", "", "")))
+            span.update_name(
+                tool_span_name(self.dialect, ToolCall(act.tool, arguments, "", "", ""))
+            )
             describe_tool(
                 span,
                 self.dialect,

@@ -59,7 +59,10 @@ class Cluster:
             if verb == "logs":
                 return True, _log_lines(deployment)
             state = "CrashLoopBackOff" if not deployment.healthy else "Running"
-            return True, f"Name: {deployment.name}\nNamespace: {deployment.namespace}\nState: {state}"
+            return (
+                True,
+                f"Name: {deployment.name}\nNamespace: {deployment.namespace}\nState: {state}",
+            )
         if verb == "rollout" and rest[:1] == ["status"]:
             deployment = self._find(rest[-1].split("/")[-1])
             if deployment is None:
@@ -114,10 +117,10 @@ class Cluster:
 def _log_lines(deployment: Deployment) -> str:
     """A page of container logs: long enough to weigh on the model's context."""
     lines = [
-        f"level=info msg=\"handled request\" service={deployment.name} path=/api/cart/{i} "
+        f'level=info msg="handled request" service={deployment.name} path=/api/cart/{i} '
         f"status=200 latency_ms={20 + i}"
         for i in range(30)
     ]
     if deployment.fault:
-        lines.append(f"level=fatal msg=\"container terminated\" reason=\"{deployment.fault}\"")
+        lines.append(f'level=fatal msg="container terminated" reason="{deployment.fault}"')
     return "\n".join(lines)

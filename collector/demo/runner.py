@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -33,8 +34,8 @@ def otlp_exporter(transport: str, service: Service) -> SpanExporter:
 @dataclass
 class DemoResult:
     runs: list[AgentRun]
-    signatures: dict[str, dict[str, object]]
-    findings: list[dict[str, object]]
+    signatures: dict[str, dict[str, Any]]
+    findings: list[dict[str, Any]]
     spans_stored: int
     unique_spans: int
 
@@ -62,7 +63,9 @@ def run_agents(
     return runs
 
 
-def run_demo(config: Config, transport: str = "grpc", dialects: list[str] | None = None) -> DemoResult:
+def run_demo(
+    config: Config, transport: str = "grpc", dialects: list[str] | None = None
+) -> DemoResult:
     # The demo listens on free loopback ports so it never collides with a running `serve`.
     receivers = dataclasses.replace(
         config.receivers,

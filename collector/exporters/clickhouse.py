@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,17 +101,18 @@ class ClickHouseExporter:
             return
         self._last_flush = now
         # Spans first: a finding or signature should never point at spans not yet stored.
-        for name, rows, build in (
-            ("otel_traces", self._spans, spans_table),
-            ("otel_logs", self._logs, logs_table),
-            ("mast_findings", self._findings, findings_table),
-            ("mast_signatures", self._signatures, signatures_table),
-        ):
+        batches: tuple[tuple[str, list[Any], Callable[[], pa.Table]], ...] = (
+            ("otel_traces", self._spans, lambda: spans_table(self._spans)),
+            ("otel_logs", self._logs, lambda: logs_table(self._logs)),
+            ("mast_findings", self._findings, lambda: findings_table(self._findings)),
+            ("mast_signatures", self._signatures, lambda: signatures_table(self._signatures)),
+        )
+        for name, rows, build in batches:
             if not rows:
                 continue
             started = time.perf_counter()
             try:
-                self.store.insert_arrow(name, build(rows))  # type: ignore[operator]
+                self.store.insert_arrow(name, build())
             except Exception:
                 self.stats.write_errors += 1
                 raise
@@ -146,7 +148,9 @@ def spans_table(spans: list[SpanRecord]) -> pa.Table:
             "Events.Timestamp": pa.array(
                 [[e.time_ns for e in s.events] for s in spans], pa.list_(_NS)
             ),
-            "Events.Name": pa.array([[e.name for e in s.events] for s in spans], pa.list_(pa.string())),
+            "Events.Name": pa.array(
+                [[e.name for e in s.events] for s in spans], pa.list_(pa.string())
+            ),
             "Events.Attributes": pa.array(
                 [[_str_map(e.attributes) for e in s.events] for s in spans], pa.list_(_STR_MAP)
             ),
@@ -174,10 +178,14 @@ def logs_table(logs: list[LogRecord]) -> pa.Table:
             "SpanId": [r.span_id for r in logs],
             "TraceFlags": pa.array([r.flags & 0xFF for r in logs], pa.uint8()),
             "SeverityText": [r.severity_text for r in logs],
-            "SeverityNumber": pa.array([max(0, min(255, r.severity_number)) for r in logs], pa.uint8()),
+            "SeverityNumber": pa.array(
+                [max(0, min(255, r.severity_number)) for r in logs], pa.uint8()
+            ),
             "ServiceName": [r.service_name for r in logs],
             "Body": [attr_to_str(r.body) for r in logs],
-            "ResourceAttributes": pa.array([_str_map(r.resource_attributes) for r in logs], _STR_MAP),
+            "ResourceAttributes": pa.array(
+                [_str_map(r.resource_attributes) for r in logs], _STR_MAP
+            ),
             "ScopeName": [r.scope_name for r in logs],
             "ScopeVersion": [r.scope_version for r in logs],
             "LogAttributes": pa.array([_str_map(r.attributes) for r in logs], _STR_MAP),
@@ -249,7 +257,9 @@ def signatures_table(signatures: list[RunSignature]) -> pa.Table:
                 [list(s.mode_counts.items()) for s in signatures],
                 pa.map_(pa.string(), pa.uint32()),
             ),
-            "FindingCount": pa.array([sum(s.mode_counts.values()) for s in signatures], pa.uint32()),
+            "FindingCount": pa.array(
+                [sum(s.mode_counts.values()) for s in signatures], pa.uint32()
+            ),
             "DistinctModes": pa.array([len(s.modes) for s in signatures], pa.uint8()),
             "Outcome": [s.outcome for s in signatures],
             "Score": pa.array([s.score for s in signatures], pa.float64()),

@@ -77,14 +77,15 @@ class _MissingVerificationRun(DetectorRun):
         for change in self.unverified[-self.config.max_findings_per_run :]:
             step = change.step
             reads = change.followed_by[-5:]
+            what = ", ".join(sorted(change.targets)) or "the system"
             findings.append(
                 self.detector.finding(
                     at=step,
                     rule="unverified_change",
                     confidence=0.85 if not reads else 0.75,
                     message=(
-                        f"{step.tool_name} changed {', '.join(sorted(change.targets)) or 'the system'}"
-                        f" and the run ended without checking the result"
+                        f"{step.tool_name} changed {what} and the run ended without checking "
+                        f"the result"
                     ),
                     evidence=[step, *reads],
                     values={
