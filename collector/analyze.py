@@ -19,11 +19,12 @@ def analyze_files(config: Config, paths: Iterable[str]) -> list[Finding]:
     runs close at the end of input (timing rules use span timestamps, not arrival)."""
     exporter = MemoryExporter()
     pipeline = Pipeline(config, exporter, clock=lambda: 0.0)
+    depth = config.receivers.max_value_depth
     for path in paths:
         for request in read_otlp_file(path):
             if isinstance(request, ExportLogsServiceRequest):
-                pipeline.process_logs(decode_logs(request).records)
+                pipeline.process_logs(decode_logs(request, max_value_depth=depth).records)
             else:
-                pipeline.process_spans(decode_spans(request).records)
+                pipeline.process_spans(decode_spans(request, max_value_depth=depth).records)
     pipeline.close_all()
     return exporter.findings

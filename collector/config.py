@@ -53,13 +53,19 @@ class GrpcReceiverConfig:
 class HttpReceiverConfig:
     enabled: bool = True
     endpoint: str = "127.0.0.1:4318"
+    # Checked before reading and again while decompressing (a gzip bomb stops here).
     max_body_bytes: int = 16 * 1024 * 1024
+    # An idle or stalled connection is closed after this long.
+    socket_timeout_s: float = 30.0
 
 
 @dataclass
 class ReceiversConfig:
     grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
     http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
+    # Attribute values nested deeper than this (arrays in maps in arrays ...) are replaced by
+    # "[truncated: depth]"; at most 256.
+    max_value_depth: int = 32
 
 
 @dataclass
@@ -106,6 +112,7 @@ class Config:
             "receivers.grpc.max_message_bytes": self.receivers.grpc.max_message_bytes,
             "receivers.grpc.max_workers": self.receivers.grpc.max_workers,
             "receivers.http.max_body_bytes": self.receivers.http.max_body_bytes,
+            "receivers.http.socket_timeout_s": self.receivers.http.socket_timeout_s,
             "pipeline.queue_max_items": self.pipeline.queue_max_items,
             "pipeline.tick_interval_s": self.pipeline.tick_interval_s,
             "pipeline.max_step_text": self.pipeline.max_step_text,
@@ -115,6 +122,11 @@ class Config:
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"{key} must be greater than 0, got {value}")
+        if not 1 <= self.receivers.max_value_depth <= 256:
+            raise ConfigError(
+                f"receivers.max_value_depth must be between 1 and 256, "
+                f"got {self.receivers.max_value_depth}"
+            )
         if self.storage.backend != "chdb":
             raise ConfigError(
                 f"storage.backend: {self.storage.backend!r} is not supported; use 'chdb'"

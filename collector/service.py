@@ -43,6 +43,7 @@ class Service:
                 endpoint=f"{host}:{port}",
                 max_message_bytes=receivers.grpc.max_message_bytes,
                 max_workers=receivers.grpc.max_workers,
+                max_value_depth=receivers.max_value_depth,
             )
             self.grpc.start()
         if receivers.http.enabled:
@@ -51,6 +52,8 @@ class Service:
                 self.pipeline,
                 endpoint=f"{host}:{port}",
                 max_body_bytes=receivers.http.max_body_bytes,
+                max_value_depth=receivers.max_value_depth,
+                socket_timeout_s=receivers.http.socket_timeout_s,
                 health_check=lambda: (200, json.dumps(self.health())),
             )
             self.http.start()

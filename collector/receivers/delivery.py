@@ -1,0 +1,148 @@
+"""What both receivers do with a decoded request: hand it to the pipeline, count the result,
+and word the OTLP response (success, partial success, or a retryable refusal)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from collector.consumer import Accepted, Refused, TelemetryConsumer
+from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, decode_logs, decode_spans
+
+
+class ReceiverStats:
+    """Thread-safe counters for a receiver, read as a snapshot by health and self-metrics."""
+
+    KEYS = (
+        "trace_requests",
+        "log_requests",
+        "spans_accepted",
+        "spans_rejected",
+        "spans_refused",
+        "logs_accepted",
+        "logs_rejected",
+        "logs_refused",
+        "decode_errors",
+        "internal_errors",
+        "requests_refused",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = dict.fromkeys(self.KEYS, 0)
+
+    def add(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOutcome:
+    """What to tell the sender: how many items were dropped (decode + pipeline) and why."""
+
+    rejected: int = 0
+    message: str = ""
+
+
+def _merge(
+    result_rejected: int, result_reason: str, accepted: Accepted, noun: str
+) -> ExportOutcome:
+    messages = []
+    if result_rejected:
+        messages.append(f"{result_rejected} {noun} rejected: {result_reason}")
+    if accepted.rejected or accepted.message:
+        messages.append(accepted.message or f"{accepted.rejected} {noun} rejected by the pipeline")
+    return ExportOutcome(rejected=result_rejected + accepted.rejected, message="; ".join(messages))
+
+
+def deliver_spans(
+    consumer: TelemetryConsumer,
+    request: ExportTraceServiceRequest,
+    stats: ReceiverStats,
+    *,
+    max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+) -> ExportOutcome:
+    """Decode a trace request and hand it to the consumer, counting the result.
+
+    Raises `Refused` (after counting) so each transport can map it to its retryable status.
+    """
+    stats.add("trace_requests")
+    result = decode_spans(request, max_value_depth=max_value_depth)
+    if not result.records:
+        accepted = Accepted()
+    else:
+        try:
+            accepted = consumer.consume_spans(result.records)
+        except Refused:
+            stats.add("requests_refused")
+            stats.add("spans_refused", len(result.records) + result.rejected)
+            raise
+    outcome = _merge(result.rejected, result.reason, accepted, "spans")
+    stats.add("spans_accepted", max(0, len(result.records) - accepted.rejected))
+    stats.add("spans_rejected", outcome.rejected)
+    return outcome
+
+
+def deliver_logs(
+    consumer: TelemetryConsumer,
+    request: ExportLogsServiceRequest,
+    stats: ReceiverStats,
+    *,
+    max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+) -> ExportOutcome:
+    """Decode a logs request and hand it to the consumer; see `deliver_spans`."""
+    stats.add("log_requests")
+    result = decode_logs(request, max_value_depth=max_value_depth)
+    if not result.records:
+        accepted = Accepted()
+    else:
+        try:
+            accepted = consumer.consume_logs(result.records)
+        except Refused:
+            stats.add("requests_refused")
+            stats.add("logs_refused", len(result.records))
+            raise
+    outcome = _merge(result.rejected, result.reason, accepted, "log records")
+    stats.add("logs_accepted", max(0, len(result.records) - accepted.rejected))
+    stats.add("logs_rejected", outcome.rejected)
+    return outcome
+
+
+def trace_response(outcome: ExportOutcome) -> ExportTraceServiceResponse:
+    """The OTLP response: empty on full success, `partial_success` when anything was dropped."""
+    response = ExportTraceServiceResponse()
+    if outcome.rejected or outcome.message:
+        response.partial_success.rejected_spans = outcome.rejected
+        response.partial_success.error_message = outcome.message
+    return response
+
+
+def logs_response(outcome: ExportOutcome) -> ExportLogsServiceResponse:
+    """The OTLP response for logs; see `trace_response`."""
+    response = ExportLogsServiceResponse()
+    if outcome.rejected or outcome.message:
+        response.partial_success.rejected_log_records = outcome.rejected
+        response.partial_success.error_message = outcome.message
+    return response
+
+
+def retry_after_seconds(retry_after_s: float) -> int:
+    """Whole seconds for an HTTP Retry-After header: rounded up, never below 1, so a client
+    never retries immediately in a tight loop."""
+    if not math.isfinite(retry_after_s):
+        return 1
+    return max(1, math.ceil(retry_after_s))
