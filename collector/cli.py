@@ -1,4 +1,5 @@
-"""The `mast-otel` command line: serve, demo, analyze, findings, signatures."""
+"""The `mast-otel` command line: serve, demo, analyze, findings, signatures, failing, run,
+migrate, backfill, outcome."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 from collector import __version__, queries
 from collector.config import Config, ConfigError, apply_overrides, load_config
 from collector.otlp.decode import OtlpDecodeError
-from collector.store import ChdbStore, StoreError
+from collector.store import Store, StoreError, open_store
 
 log = logging.getLogger("mast-otel")
 
@@ -30,8 +31,27 @@ def _config(args: argparse.Namespace) -> Config:
             "receivers.grpc.endpoint": getattr(args, "grpc_endpoint", None),
             "receivers.http.endpoint": getattr(args, "http_endpoint", None),
             "storage.data_dir": getattr(args, "data_dir", None),
+            **_storage_overrides(args),
         },
     )
+
+
+def _storage_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags that point the command at a ClickHouse server instead of the embedded store."""
+    url = getattr(args, "clickhouse_url", None)
+    return {
+        "storage.backend": "clickhouse" if url else None,
+        "storage.clickhouse.url": url,
+        "storage.clickhouse.username": getattr(args, "clickhouse_user", None),
+        "storage.clickhouse.password_file": getattr(args, "clickhouse_password_file", None),
+        "storage.database": getattr(args, "database", None),
+        "storage.cluster": getattr(args, "cluster", None),
+    }
+
+
+def _open(config: Config) -> Store:
+    """The configured store, for reading (the schema must exist; nothing is created)."""
+    return open_store(config.storage)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -154,7 +174,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     flt = queries.FindingFilter(
         trace_id=args.trace, mode=args.mode, since_ns=_since(args.since), limit=args.limit
     )
-    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    store = _open(config)
     try:
         rows = queries.findings(store, flt) if _has_store(store) else []
     finally:
@@ -165,7 +185,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
 
 def cmd_signatures(args: argparse.Namespace) -> int:
     config = _config(args)
-    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    store = _open(config)
     try:
         rows = (
             queries.signatures(store, trace_id=args.trace, limit=args.limit)
@@ -187,7 +207,130 @@ def cmd_signatures(args: argparse.Namespace) -> int:
     return 0
 
 
-def _has_store(store: ChdbStore) -> bool:
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from collector.store import migrate, schema_status
+    from schemas import migrations
+
+    config = _config(args)
+    storage = config.storage
+    if args.print_sql:
+        for migration in migrations(storage.database, storage.cluster):
+            print(f"-- {migration.name}")
+            for statement in migration.statements:
+                print(statement + ";\n")
+        return 0
+    store = _open(config)
+    try:
+        before = schema_status(store)
+        applied = migrate(store, storage.cluster, storage.ttl_days)
+        after = schema_status(store)
+    finally:
+        store.close()
+    where = storage.clickhouse.url if storage.backend == "clickhouse" else storage.data_dir
+    print(
+        f"schema of {storage.database} at {where}: version "
+        f"{max(before.applied, default=0)} -> {max(after.applied, default=0)}"
+        + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)")
+    )
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from collector.backfill import ProgressBar, backfill
+    from collector.service import prepare_store
+
+    config = _config(args)
+    since = _since(args.since)
+    until = _since(args.until) or time.time_ns()
+    assert since is not None
+    if until <= since:
+        raise ConfigError(f"--until ({args.until}) must be later than --since ({args.since})")
+    store = _open(config)
+    try:
+        prepare_store(store, config)
+        summary = backfill(store, config, since, until, progress=ProgressBar(sys.stderr))
+    finally:
+        store.close()
+    print(
+        f"analysed {summary.traces} traces in {summary.seconds:.1f}s: "
+        f"{summary.findings_found} findings ({summary.findings_written} new, "
+        f"{summary.findings_already_stored} already stored); signatures: "
+        f"{summary.signatures_written} written, {summary.signatures_unchanged} unchanged"
+    )
+    return 0
+
+
+def cmd_outcome(args: argparse.Namespace) -> int:
+    from collector.signatures import UnknownRun, record_outcome
+
+    config = _config(args)
+    store = _open(config)
+    try:
+        record_outcome(store, args.trace, args.outcome, args.score)
+    except (UnknownRun, ValueError) as exc:
+        raise ConfigError(str(exc)) from exc
+    finally:
+        store.close()
+    print(f"recorded {args.outcome} for {args.trace}")
+    return 0
+
+
+def cmd_failing(args: argparse.Namespace) -> int:
+    config = _config(args)
+    since = _since(args.since)
+    assert since is not None
+    scope = queries.Scope(since, None, args.service, args.model)
+    store = _open(config)
+    try:
+        rows = queries.failing_now(store, scope, fatal_only=args.fatal) if _has_store(store) else []
+    finally:
+        store.close()
+    if args.output == "json":
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    if not rows:
+        print("nothing failing")
+        return 0
+    print(
+        f"{'mode':<7} {'fatal':<5} {'model':<16} {'service':<14} {'findings':>8} {'runs':>5}  since"
+    )
+    for row in rows:
+        first = datetime.fromtimestamp(row["first_minute_unix"]).strftime("%Y-%m-%d %H:%M")
+        print(
+            f"{row['mode']:<7} {'yes' if row['fatal'] else 'no':<5} {row['model'][:16]:<16} "
+            f"{row['service'][:14]:<14} {row['findings']:>8} {row['runs']:>5}  {first}"
+        )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _config(args)
+    store = _open(config)
+    try:
+        timeline = queries.run_timeline(store, args.trace) if _has_store(store) else None
+    finally:
+        store.close()
+    if timeline is None:
+        raise ConfigError(f"no spans stored for trace {args.trace}")
+    if args.output == "json":
+        print(json.dumps(timeline))
+        return 0
+    sig = timeline["signature"] or {}
+    print(
+        f"run {timeline['trace_id']}  outcome {sig.get('outcome') or '-'}  "
+        f"modes {', '.join(sig.get('modes', [])) or '-'}"
+    )
+    for span in timeline["spans"]:
+        marks = "".join(f"  <- {f['mode']} {f['message']}" for f in span["findings"])
+        print(
+            f"{span['offset_ms']:>9.0f}ms {span['duration_ms']:>8.0f}ms "
+            f"{'  ' * span['depth']}{span['name']} [{span['status']}]{marks}"
+        )
+    return 0
+
+
+def _has_store(store: Store) -> bool:
     rows = store.query(
         f"SELECT count() AS n FROM system.tables WHERE database = '{store.database}' "
         f"AND name = 'mast_findings'"
@@ -243,6 +386,15 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser, endpoints: bool = False) -> None:
         p.add_argument("--config", help="YAML config file (flags override it)")
         p.add_argument("--data-dir", help="embedded store directory (default ./mast-data)")
+        p.add_argument(
+            "--clickhouse-url",
+            help="use a ClickHouse server, e.g. https://ch.example:8443 (password from "
+            "$MAST_CLICKHOUSE_PASSWORD or --clickhouse-password-file)",
+        )
+        p.add_argument("--clickhouse-user", help="ClickHouse user (default: default)")
+        p.add_argument("--clickhouse-password-file", help="file holding the ClickHouse password")
+        p.add_argument("--database", help="database (default otel, as the OTel exporter's)")
+        p.add_argument("--cluster", help="ClickHouse cluster name for ON CLUSTER DDL")
         if endpoints:
             p.add_argument("--grpc-endpoint", help="OTLP/gRPC HOST:PORT (default 127.0.0.1:4317)")
             p.add_argument("--http-endpoint", help="OTLP/HTTP HOST:PORT (default 127.0.0.1:4318)")
@@ -281,6 +433,41 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--limit", type=int, default=1000)
         p.add_argument("--output", choices=["table", "json"], default="table")
         p.set_defaults(func=func)
+
+    failing = sub.add_parser("failing", help="what is failing now: modes by model and service")
+    common(failing)
+    failing.add_argument("--since", default="15m", help="15m, 2h, 1d or an ISO time")
+    failing.add_argument("--service")
+    failing.add_argument("--model")
+    failing.add_argument("--fatal", action="store_true", help="only fatal modes")
+    failing.add_argument("--output", choices=["table", "json"], default="table")
+    failing.set_defaults(func=cmd_failing)
+
+    run = sub.add_parser("run", help="one run's spans as a timeline, findings at their spans")
+    common(run)
+    run.add_argument("trace", help="trace id (32 hex)")
+    run.add_argument("--output", choices=["table", "json"], default="table")
+    run.set_defaults(func=cmd_run)
+
+    migrate = sub.add_parser("migrate", help="bring the store's schema to the latest version")
+    common(migrate)
+    migrate.add_argument(
+        "--print-sql", action="store_true", help="print the DDL for this layout, run nothing"
+    )
+    migrate.set_defaults(func=cmd_migrate)
+
+    backfill = sub.add_parser("backfill", help="analyse spans already in otel_traces")
+    common(backfill)
+    backfill.add_argument("--since", required=True, help="15m, 2h, 1d ago or an ISO time")
+    backfill.add_argument("--until", help="ISO time or duration ago (default: now)")
+    backfill.set_defaults(func=cmd_backfill)
+
+    outcome = sub.add_parser("outcome", help="post a closed run's outcome")
+    common(outcome)
+    outcome.add_argument("trace", help="trace id (32 hex)")
+    outcome.add_argument("outcome", choices=["success", "failure"])
+    outcome.add_argument("--score", type=float, help="task score in [0, 1]")
+    outcome.set_defaults(func=cmd_outcome)
     return parser
 
 

@@ -82,7 +82,39 @@ class PipelineConfig:
 
 
 @dataclass
+class TtlConfig:
+    """Days each group of tables keeps its rows (0: mast-otel sets no TTL and leaves any TTL
+    the table already has alone). Applied by `migrate` when it differs from the table's."""
+
+    spans: int = 0  # otel_traces and its trace-id index
+    logs: int = 0  # otel_logs
+    findings: int = 0  # mast_findings
+    signatures: int = 0  # mast_signatures
+    rollups: int = 0  # the per-minute materialized views
+
+
+@dataclass
+class ClickHouseServerConfig:
+    """A ClickHouse server (storage.backend: clickhouse), reached over HTTP(S) with
+    clickhouse-connect. The password is never part of the configuration: it is read from
+    `password_file`, else from the MAST_CLICKHOUSE_PASSWORD environment variable."""
+
+    url: str = "http://127.0.0.1:8123"
+    username: str = "default"
+    password_file: str = ""
+    # For https:// URLs: check the server's certificate (against `ca_cert` when set).
+    verify_tls: bool = True
+    ca_cert: str = ""
+    connect_timeout_s: float = 10.0
+    send_receive_timeout_s: float = 300.0
+
+
+STORAGE_BACKENDS = ("chdb", "clickhouse")
+
+
+@dataclass
 class StorageConfig:
+    # chdb: the embedded store under data_dir. clickhouse: a server or cluster (see clickhouse).
     backend: str = "chdb"
     data_dir: str = "./mast-data"
     # The OpenTelemetry Collector's ClickHouse exporter writes to "otel" by default; sharing the
@@ -90,6 +122,23 @@ class StorageConfig:
     database: str = "otel"
     batch_max_rows: int = 20_000
     flush_interval_s: float = 1.0
+    # A batch that fails with a transient error (connection, timeout, too many parts, ...) is
+    # retried this many times in all, waiting retry_backoff_s, then twice as long each time up
+    # to retry_backoff_max_s. Retries carry the batch's deduplication token, so a batch the
+    # store did take before the error is not stored twice.
+    insert_attempts: int = 5
+    retry_backoff_s: float = 0.5
+    retry_backoff_max_s: float = 10.0
+    # Apply pending schema migrations at start; when off, start refuses an out-of-date store
+    # and `mast-otel migrate` applies them.
+    auto_migrate: bool = True
+    # "" for a single node; a cluster name (as in remote_servers, or '{cluster}') makes the
+    # schema ON CLUSTER, with Replicated*MergeTree local tables and Distributed tables over them.
+    cluster: str = ""
+    ttl_days: TtlConfig = field(default_factory=TtlConfig)
+    clickhouse: ClickHouseServerConfig = field(default_factory=ClickHouseServerConfig)
+    # Traces analysed (and held in memory) at a time by `mast-otel backfill`.
+    backfill_batch_traces: int = 500
 
 
 @dataclass
@@ -127,10 +176,7 @@ class Config:
                 f"receivers.max_value_depth must be between 1 and 256, "
                 f"got {self.receivers.max_value_depth}"
             )
-        if self.storage.backend != "chdb":
-            raise ConfigError(
-                f"storage.backend: {self.storage.backend!r} is not supported; use 'chdb'"
-            )
+        self._validate_storage()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.storage.database):
             raise ConfigError(
                 f"storage.database: {self.storage.database!r} is not a plain identifier"
@@ -141,6 +187,49 @@ class Config:
             self.classification.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+
+    def _validate_storage(self) -> None:
+        storage = self.storage
+        if storage.backend not in STORAGE_BACKENDS:
+            raise ConfigError(
+                f"storage.backend: {storage.backend!r} is not supported; use one of "
+                f"{', '.join(STORAGE_BACKENDS)}"
+            )
+        positive = {
+            "storage.insert_attempts": storage.insert_attempts,
+            "storage.retry_backoff_max_s": storage.retry_backoff_max_s,
+            "storage.backfill_batch_traces": storage.backfill_batch_traces,
+            "storage.clickhouse.connect_timeout_s": storage.clickhouse.connect_timeout_s,
+            "storage.clickhouse.send_receive_timeout_s": storage.clickhouse.send_receive_timeout_s,
+        }
+        for key, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"{key} must be greater than 0, got {value}")
+        if storage.retry_backoff_s < 0:
+            raise ConfigError(
+                f"storage.retry_backoff_s must not be negative, got {storage.retry_backoff_s}"
+            )
+        for group, days in dataclasses.asdict(storage.ttl_days).items():
+            if days < 0:
+                raise ConfigError(
+                    f"storage.ttl_days.{group} must be 0 (no TTL) or more, got {days}"
+                )
+        if storage.cluster and not re.fullmatch(r"[A-Za-z0-9_.{}-]+", storage.cluster):
+            raise ConfigError(
+                f"storage.cluster: {storage.cluster!r} is not a cluster name (letters, digits, "
+                f"_ . - or a macro such as {{cluster}})"
+            )
+        if storage.cluster and storage.backend == "chdb":
+            raise ConfigError(
+                "storage.cluster needs storage.backend: clickhouse (the embedded store is one "
+                'node); set storage.cluster to "" or point storage.clickhouse.url at the cluster'
+            )
+        if storage.backend == "clickhouse":
+            url = storage.clickhouse.url
+            if not re.fullmatch(r"https?://[^/\s:]+(:\d{1,5})?/?", url):
+                raise ConfigError(
+                    f"storage.clickhouse.url: expected http(s)://HOST[:PORT], got {url!r}"
+                )
 
 
 def _merge(instance: Any, values: dict[str, Any], path: str) -> Any:

@@ -10,23 +10,42 @@ from collections.abc import Callable
 from typing import Any
 
 from collector.config import Config, parse_endpoint
-from collector.exporters.clickhouse import ClickHouseExporter
+from collector.exporters.clickhouse import ClickHouseExporter, RetryPolicy
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
-from collector.store import ChdbStore, Store, migrate
+from collector.store import Store, StoreError, migrate, open_store, schema_status
 
 log = logging.getLogger(__name__)
+
+
+def prepare_store(store: Store, config: Config) -> None:
+    """Bring the schema up to date (storage.auto_migrate), or refuse a store that is behind:
+    writing to an old schema would fail batch after batch."""
+    storage = config.storage
+    if storage.auto_migrate:
+        migrate(store, storage.cluster, storage.ttl_days)
+        return
+    status = schema_status(store)
+    if not status.current:
+        raise StoreError(
+            f"the store's schema is behind (migrations {list(status.pending)} pending) and "
+            f"storage.auto_migrate is off: run `mast-otel migrate` with the same configuration"
+        )
 
 
 class Service:
     def __init__(self, config: Config, store: Store | None = None) -> None:
         config.validate()
         self.config = config
-        self.store: Store = store or ChdbStore(config.storage.data_dir, config.storage.database)
-        migrate(self.store)
+        storage = config.storage
+        self.store: Store = store or open_store(storage)
+        prepare_store(self.store, config)
         self.exporter = ClickHouseExporter(
-            self.store, config.storage.batch_max_rows, config.storage.flush_interval_s
+            self.store,
+            storage.batch_max_rows,
+            storage.flush_interval_s,
+            RetryPolicy.of(storage),
         )
         self.pipeline = Pipeline(config, self.exporter)
         self.grpc: GrpcReceiver | None = None

@@ -14,6 +14,11 @@ class Mode:
     name: str
     category: str
     intervention: str
+    # The static prior for "fatal" (the mode separates failed from successful runs) before any
+    # outcomes are known: the study's fatal modes (FM-3.3, FM-1.5, FM-2.6, FM-3.1, FM-1.4,
+    # FM-2.2), which showed the largest lift in failed over successful ITBench traces. Scoring
+    # refines it per model once outcomes exist; storage writes it as `Fatal` on each finding.
+    fatal_prior: bool = False
 
 
 _SPEC = "FC1 specification and system design"
@@ -33,20 +38,28 @@ MODES: tuple[Mode, ...] = (
     Mode("FM-1.1", "Disobey task specification", _SPEC, _SPEC_FIX),
     Mode("FM-1.2", "Disobey role specification", _SPEC, _SPEC_FIX),
     Mode("FM-1.3", "Step repetition", _SPEC, _STOP_RULE),
-    Mode("FM-1.4", "Loss of conversation history", _SPEC, _CONTEXT_FIX),
-    Mode("FM-1.5", "Unaware of termination conditions", _SPEC, _STOP_RULE),
+    Mode("FM-1.4", "Loss of conversation history", _SPEC, _CONTEXT_FIX, fatal_prior=True),
+    Mode("FM-1.5", "Unaware of termination conditions", _SPEC, _STOP_RULE, fatal_prior=True),
     Mode("FM-2.1", "Conversation reset", _ALIGN, _CONTEXT_FIX),
-    Mode("FM-2.2", "Fail to ask for clarification", _ALIGN, _CLARIFY_FIX),
+    Mode("FM-2.2", "Fail to ask for clarification", _ALIGN, _CLARIFY_FIX, fatal_prior=True),
     Mode("FM-2.3", "Task derailment", _ALIGN, _SPEC_FIX),
     Mode("FM-2.4", "Information withholding", _ALIGN, _CONTEXT_FIX),
     Mode("FM-2.5", "Ignored other agent's input", _ALIGN, _CONTEXT_FIX),
-    Mode("FM-2.6", "Reasoning-action mismatch", _ALIGN, _VERIFY_FIX),
-    Mode("FM-3.1", "Premature termination", _VERIFY, _STOP_RULE),
+    Mode("FM-2.6", "Reasoning-action mismatch", _ALIGN, _VERIFY_FIX, fatal_prior=True),
+    Mode("FM-3.1", "Premature termination", _VERIFY, _STOP_RULE, fatal_prior=True),
     Mode("FM-3.2", "No or incomplete verification", _VERIFY, _VERIFY_FIX),
-    Mode("FM-3.3", "Incorrect verification", _VERIFY, _VERIFY_FIX),
+    Mode("FM-3.3", "Incorrect verification", _VERIFY, _VERIFY_FIX, fatal_prior=True),
 )
 MODE_CODES: tuple[str, ...] = tuple(m.code for m in MODES)
 MODES_BY_CODE: dict[str, Mode] = {m.code: m for m in MODES}
+FATAL_PRIOR_CODES: tuple[str, ...] = tuple(m.code for m in MODES if m.fatal_prior)
+
+
+def fatal_prior(code: str) -> bool:
+    """Whether a mode counts as fatal before outcomes say otherwise (unknown codes: no)."""
+    mode = MODES_BY_CODE.get(code)
+    return bool(mode and mode.fatal_prior)
+
 
 # mast.* span attributes (set by the agent or its harness, usually on the run's root span).
 TASK_DESCRIPTION = "mast.task.description"
@@ -58,6 +71,19 @@ RUN_OUTCOME = "mast.run.outcome"
 RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
 RUN_END = "mast.run.end"
+
+# The value type of each run attribute. Stores keep attribute values as text (as the
+# OpenTelemetry Collector's ClickHouse exporter does); re-reading stored spans restores these.
+RUN_ATTRIBUTE_TYPES: dict[str, type] = {
+    TASK_DESCRIPTION: str,
+    TASK_READ_ONLY: bool,
+    TASK_ALLOWED_TOOLS: list,
+    TASK_MAX_STEPS: int,
+    AGENT_ALLOWED_TOOLS: list,
+    RUN_OUTCOME: str,
+    RUN_SCORE: float,
+    RUN_END: bool,
+}
 
 RUN_ATTRIBUTES: frozenset[str] = frozenset(
     {

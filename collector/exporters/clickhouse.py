@@ -1,9 +1,11 @@
 """Writes spans, logs, findings and run signatures to ClickHouse in columnar batches.
 
 Rows are buffered per table and written as one Arrow batch per table when `batch_max_rows` is
-reached or `flush_interval_s` has passed, never a write per span. Attribute values are written
-as the OpenTelemetry Collector's ClickHouse exporter writes them (strings; arrays and maps as
-JSON), so the two are interchangeable on the same tables.
+reached or `flush_interval_s` has passed, never a write per span. A batch is built once, with a
+deduplication token, and then retried as it is (same rows, same token) on transient errors, with
+exponential backoff: a batch that reached the store before the error is not stored twice.
+Attribute values are written as the OpenTelemetry Collector's ClickHouse exporter writes them
+(strings; arrays and maps as JSON), so the two are interchangeable on the same tables.
 """
 
 from __future__ import annotations
@@ -12,16 +14,20 @@ import base64
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from collector.store import Store
-from processors.conventions import MODE_CODES, MODES_BY_CODE
+from collector.store import Store, StoreError
+from processors.conventions import MODE_CODES, MODES_BY_CODE, fatal_prior
 from processors.model import Finding, RunSignature
 from processors.records import AttrValue, LogRecord, SpanRecord
+
+if TYPE_CHECKING:
+    from collector.config import StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -64,24 +70,97 @@ class ExporterStats:
     rows_written: dict[str, int] = field(default_factory=dict)
     batches_written: int = 0
     write_errors: int = 0
+    retries: int = 0
     last_write_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a failed batch is retried: `attempts` tries in all, waiting `backoff_s`, doubling
+    up to `backoff_max_s`. Only errors the store calls transient are retried."""
+
+    attempts: int = 5
+    backoff_s: float = 0.5
+    backoff_max_s: float = 10.0
+
+    @classmethod
+    def of(cls, storage: StorageConfig) -> RetryPolicy:
+        return cls(storage.insert_attempts, storage.retry_backoff_s, storage.retry_backoff_max_s)
+
+    def delays(self) -> list[float]:
+        """The waits between attempts."""
+        return [min(self.backoff_max_s, self.backoff_s * 2**n) for n in range(self.attempts - 1)]
+
+
+def insert_with_retry(
+    store: Store,
+    table: str,
+    data: pa.Table,
+    token: str,
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[StoreError], None] | None = None,
+) -> None:
+    """Insert one batch, retrying transient errors with the same deduplication token."""
+    delays = policy.delays()
+    for attempt in range(policy.attempts):
+        try:
+            store.insert_arrow(table, data, dedup_token=token)
+            return
+        except StoreError as exc:
+            if not exc.transient or attempt == policy.attempts - 1:
+                raise
+            if on_retry is not None:
+                on_retry(exc)
+            log.warning(
+                "insert into %s failed (%s); retry %d of %d in %.1fs",
+                table,
+                exc,
+                attempt + 1,
+                policy.attempts - 1,
+                delays[attempt],
+            )
+            sleep(delays[attempt])
+
+
+@dataclass
+class _Sealed:
+    """A batch built for writing: its rows are fixed, and so is its token."""
+
+    table: pa.Table
+    rows: int
+    token: str
+
+
 class ClickHouseExporter:
-    def __init__(self, store: Store, batch_max_rows: int, flush_interval_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        batch_max_rows: int,
+        flush_interval_s: float,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.store = store
         self.batch_max_rows = batch_max_rows
         self.flush_interval_s = flush_interval_s
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
         self._spans: list[SpanRecord] = []
         self._logs: list[LogRecord] = []
         self._findings: list[Finding] = []
         self._signatures: list[RunSignature] = []
+        # Batches built but not yet written (a write failed): retried first, unchanged.
+        self._sealed: dict[str, _Sealed] = {}
         self._last_flush = time.monotonic()
         self.stats = ExporterStats()
 
     @property
     def buffered_rows(self) -> int:
-        return len(self._spans) + len(self._logs) + len(self._findings) + len(self._signatures)
+        sealed = sum(b.rows for b in self._sealed.values())
+        return (
+            len(self._spans) + len(self._logs) + len(self._findings) + len(self._signatures)
+        ) + sealed
 
     def add_spans(self, spans: list[SpanRecord]) -> None:
         self._spans.extend(spans)
@@ -101,25 +180,40 @@ class ClickHouseExporter:
             return
         self._last_flush = now
         # Spans first: a finding or signature should never point at spans not yet stored.
-        batches: tuple[tuple[str, list[Any], Callable[[], pa.Table]], ...] = (
-            ("otel_traces", self._spans, lambda: spans_table(self._spans)),
-            ("otel_logs", self._logs, lambda: logs_table(self._logs)),
-            ("mast_findings", self._findings, lambda: findings_table(self._findings)),
-            ("mast_signatures", self._signatures, lambda: signatures_table(self._signatures)),
+        batches: tuple[tuple[str, list[Any], Callable[[list[Any]], pa.Table]], ...] = (
+            ("otel_traces", self._spans, spans_table),
+            ("otel_logs", self._logs, logs_table),
+            ("mast_findings", self._findings, findings_table),
+            ("mast_signatures", self._signatures, signatures_table),
         )
         for name, rows, build in batches:
-            if not rows:
-                continue
+            if name not in self._sealed:
+                if not rows:
+                    continue
+                self._sealed[name] = _Sealed(build(rows), len(rows), uuid.uuid4().hex)
+                rows.clear()
+            sealed = self._sealed[name]
             started = time.perf_counter()
             try:
-                self.store.insert_arrow(name, build())
+                insert_with_retry(
+                    self.store,
+                    name,
+                    sealed.table,
+                    sealed.token,
+                    self.retry,
+                    self._sleep,
+                    on_retry=self._count_retry,
+                )
             except Exception:
                 self.stats.write_errors += 1
                 raise
+            del self._sealed[name]
             self.stats.last_write_seconds = time.perf_counter() - started
             self.stats.batches_written += 1
-            self.stats.rows_written[name] = self.stats.rows_written.get(name, 0) + len(rows)
-            rows.clear()
+            self.stats.rows_written[name] = self.stats.rows_written.get(name, 0) + sealed.rows
+
+    def _count_retry(self, _exc: StoreError) -> None:
+        self.stats.retries += 1
 
     def close(self) -> None:
         self.flush(time.monotonic(), force=True)
@@ -211,6 +305,7 @@ def findings_table(findings: list[Finding]) -> pa.Table:
             "DetectorVersion": [f.detector_version for f in findings],
             "Rule": [f.rule for f in findings],
             "Confidence": pa.array([f.confidence for f in findings], pa.float32()),
+            "Fatal": pa.array([int(fatal_prior(f.mode)) for f in findings], pa.uint8()),
             "Message": [f.message for f in findings],
             "EvidenceSpanIds": pa.array(
                 [list(f.evidence_span_ids) for f in findings], pa.list_(pa.string())
@@ -229,8 +324,19 @@ def findings_table(findings: list[Finding]) -> pa.Table:
     )
 
 
-def signatures_table(signatures: list[RunSignature]) -> pa.Table:
+def signatures_table(
+    signatures: list[RunSignature],
+    versions: list[int] | None = None,
+    signs: list[int] | None = None,
+) -> pa.Table:
+    """Signature rows. Each row's Version defaults to now (a later write replaces an earlier
+    one); `versions` and `signs` let a replacement carry the cancelling copy of the version it
+    replaces (see collector/signatures.py)."""
     now_ns = time.time_ns()
+    if versions is None:
+        versions = [now_ns] * len(signatures)
+    if signs is None:
+        signs = [1] * len(signatures)
     return pa.table(
         {
             "TraceId": [s.trace_id for s in signatures],
@@ -261,8 +367,12 @@ def signatures_table(signatures: list[RunSignature]) -> pa.Table:
                 [sum(s.mode_counts.values()) for s in signatures], pa.uint32()
             ),
             "DistinctModes": pa.array([len(s.modes) for s in signatures], pa.uint8()),
+            "Fatal": pa.array(
+                [int(any(fatal_prior(m) for m in s.modes)) for s in signatures], pa.uint8()
+            ),
             "Outcome": [s.outcome for s in signatures],
             "Score": pa.array([s.score for s in signatures], pa.float64()),
-            "Version": pa.array([now_ns] * len(signatures), pa.uint64()),
+            "Version": pa.array(versions, pa.uint64()),
+            "Sign": pa.array(signs, pa.int8()),
         }
     )
