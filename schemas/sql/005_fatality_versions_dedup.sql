@@ -29,3 +29,6 @@ ALTER TABLE {db}.otel_logs MODIFY SETTING non_replicated_deduplication_window = 
 ALTER TABLE {db}.mast_findings MODIFY SETTING non_replicated_deduplication_window = 1000;
 
 ALTER TABLE {db}.mast_signatures MODIFY SETTING non_replicated_deduplication_window = 1000;
+
+-- The index the trace-id view keeps: a deduplicated insert must not reach it twice either.
+ALTER TABLE {db}.otel_traces_trace_id_ts MODIFY SETTING non_replicated_deduplication_window = 1000;
