@@ -359,7 +359,9 @@ _SPAN_COLUMNS = """
 def stored_spans(store: Store, trace_ids: list[str]) -> list[dict[str, Any]]:
     """Every stored span of the traces, oldest first, each once (a span stored twice, by two
     collectors or a retried batch, comes back once). The trace-id index narrows the time range
-    first, so only the partitions holding those traces are read."""
+    first, so only the partitions holding those traces are read. The bounds are DateTime64
+    like the column: compared with a DateTime, skip indexes have been seen to drop matching
+    granules."""
     bounds = trace_bounds(store, trace_ids)
     if not bounds:
         return []
@@ -370,7 +372,7 @@ def stored_spans(store: Store, trace_ids: list[str]) -> list[dict[str, Any]]:
         SELECT {_SPAN_COLUMNS}
         FROM {store.database}.otel_traces
         WHERE TraceId IN ({_id_list(list(bounds))})
-          AND Timestamp >= toDateTime({low}) AND Timestamp < toDateTime({high})
+          AND Timestamp >= toDateTime64({low}, 9) AND Timestamp < toDateTime64({high}, 9)
         ORDER BY Timestamp, TraceId, SpanId
         LIMIT 1 BY TraceId, SpanId
         """

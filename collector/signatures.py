@@ -62,11 +62,14 @@ def write_signature_versions(
     signatures: list[RunSignature],
     current: dict[str, dict[str, Any]] | None = None,
     retry: RetryPolicy | None = None,
+    keep_stored_outcome: bool = True,
 ) -> tuple[int, int]:
     """Store `signatures` as the current version of their runs. A run without a stored
     signature gets its first row; one whose stored signature says the same is left alone; any
-    other replaces the stored one (with its cancelling row). An outcome already stored is kept
-    when the new signature has none (spans rarely carry the outcome an evaluator posted later).
+    other replaces the stored one (with its cancelling row). With `keep_stored_outcome` (for
+    re-analysis) an outcome already stored is kept as it is: re-analysis revises findings,
+    outcomes come from the harness or an evaluator (`record_outcome`), and one posted after
+    the run must survive a backfill.
     `current` are the stored rows if the caller has them. Returns (written, unchanged)."""
     if current is None:
         current = queries.current_signature_rows(store, [s.trace_id for s in signatures])
@@ -83,7 +86,7 @@ def write_signature_versions(
             signs.append(1)
             continue
         stored = signature_from_row(stored_row)
-        if not sig.outcome and stored.outcome:
+        if keep_stored_outcome and (stored.outcome or stored.score is not None):
             sig = dataclasses.replace(sig, outcome=stored.outcome, score=stored.score)
         if _same_run(sig, stored):
             unchanged += 1
@@ -121,5 +124,5 @@ def record_outcome(
             f"id is not one this store has seen"
         )
     updated = dataclasses.replace(signature_from_row(row), outcome=outcome, score=score)
-    write_signature_versions(store, [updated], current)
+    write_signature_versions(store, [updated], current, keep_stored_outcome=False)
     return updated

@@ -23,7 +23,9 @@ def span_id(trace: int, n: int) -> str:
     return stable_hex("span", str(trace), str(n), length=16)
 
 
-def span(trace: int, n: int, start_ns: int, parent: int | None = None, **attrs: object) -> SpanRecord:
+def span(
+    trace: int, n: int, start_ns: int, parent: int | None = None, **attrs: object
+) -> SpanRecord:
     return SpanRecord(
         trace_id=trace_id(trace),
         span_id=span_id(trace, n),

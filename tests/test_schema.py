@@ -9,8 +9,7 @@ from collector.config import TtlConfig
 from collector.exporters.clickhouse import findings_table, signatures_table, spans_table
 from collector.store import ChdbStore, apply_ttls, migrate, schema_status
 from processors.conventions import FATAL_PRIOR_CODES, MODES
-from schemas import SchemaSourceError, latest_version, migrations, render
-from schemas import Layout
+from schemas import Layout, SchemaSourceError, latest_version, migrations, render
 from tests.storedata import EXPORTER_TRACES_SQL, T0, finding, run_sql_file, signature, span
 
 LATEST = latest_version()

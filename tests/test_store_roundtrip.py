@@ -94,8 +94,10 @@ def test_rollups_agree_with_the_base_tables(store):
     rolled = queries.findings_per_minute(
         store, queries.Scope(T0 - 10 * MINUTE), by=("mode", "model", "fatal")
     )
-    assert [(r["minute_unix"], r["mode"], r["model"], r["fatal"], r["findings"], r["runs"])
-            for r in rolled] == [
+    assert [
+        (r["minute_unix"], r["mode"], r["model"], r["fatal"], r["findings"], r["runs"])
+        for r in rolled
+    ] == [
         (int(b["m"]), b["Mode"], b["Model"], int(b["Fatal"]), int(b["n"]), int(b["runs"]))
         for b in base
     ]
@@ -106,11 +108,9 @@ def test_rollups_agree_with_the_base_tables(store):
         "GROUP BY m, Outcome ORDER BY m, Outcome"
     )
     runs = queries.runs_per_minute(store, queries.Scope(T0 - 10 * MINUTE), by=("outcome",))
-    assert [(r["minute_unix"], r["outcome"], r["runs"], r["findings"], r["fatal_runs"])
-            for r in runs] == [
-        (int(b["m"]), b["Outcome"], int(b["n"]), int(b["f"]), int(b["fatal"]))
-        for b in base_runs
-    ]
+    assert [
+        (r["minute_unix"], r["outcome"], r["runs"], r["findings"], r["fatal_runs"]) for r in runs
+    ] == [(int(b["m"]), b["Outcome"], int(b["n"]), int(b["f"]), int(b["fatal"])) for b in base_runs]
     assert sum(r["runs"] for r in runs) == 60
 
 
@@ -205,9 +205,7 @@ def test_a_permanent_error_is_not_retried(store):
 
 def test_an_outcome_posted_later_replaces_the_signature_and_moves_the_run(store):
     exporter = ClickHouseExporter(store, 1000, 60)
-    exporter.add_signatures(
-        [signature(1, T0, {"FM-3.3": 1}), signature(2, T0, {}, "success")]
-    )
+    exporter.add_signatures([signature(1, T0, {"FM-3.3": 1}), signature(2, T0, {}, "success")])
     exporter.flush(0, force=True)
     updated = record_outcome(store, trace_id(1), "failure", 0.25)
     assert updated.outcome == "failure" and updated.mode_counts == {"FM-3.3": 1}
