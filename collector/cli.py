@@ -77,7 +77,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"{config.receivers.http.endpoint.rsplit(':', 1)[0]}:{service.http_port}"
         if service.http
         else "off",
-        config.storage.data_dir,
+        config.storage.clickhouse.url
+        if config.storage.backend == "clickhouse"
+        else config.storage.data_dir,
         config.storage.database,
     )
     while not stop.wait(1.0):

@@ -90,6 +90,7 @@ class Service:
         status["store"] = {
             "buffered_rows": self.exporter.buffered_rows,
             "write_errors": self.exporter.stats.write_errors,
+            "write_retries": self.exporter.stats.retries,
             "rows_written": dict(self.exporter.stats.rows_written),
         }
         if self.grpc:
