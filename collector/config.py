@@ -42,16 +42,25 @@ def parse_endpoint(value: str, key: str) -> tuple[str, int]:
 
 @dataclass
 class GrpcReceiverConfig:
+    """OTLP over gRPC (`opentelemetry.proto.collector.{trace,logs}.v1` services)."""
+
+    # Serve OTLP/gRPC at all.
     enabled: bool = True
     # Loopback by default: exposing the receiver to the network is a deliberate choice.
     endpoint: str = "127.0.0.1:4317"
+    # Largest request accepted; a larger one is refused with RESOURCE_EXHAUSTED.
     max_message_bytes: int = 16 * 1024 * 1024
+    # Requests decoded at once (gRPC server threads).
     max_workers: int = 4
 
 
 @dataclass
 class HttpReceiverConfig:
+    """OTLP over HTTP (`/v1/traces`, `/v1/logs`, protobuf or JSON) and `GET /healthz`."""
+
+    # Serve OTLP/HTTP and the health endpoint at all.
     enabled: bool = True
+    # Loopback by default; health checks (container, Kubernetes probes) use this port.
     endpoint: str = "127.0.0.1:4318"
     # Checked before reading and again while decompressing (a gzip bomb stops here).
     max_body_bytes: int = 16 * 1024 * 1024
@@ -61,6 +70,8 @@ class HttpReceiverConfig:
 
 @dataclass
 class ReceiversConfig:
+    """Where telemetry comes in."""
+
     grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
     http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
     # Attribute values nested deeper than this (arrays in maps in arrays ...) are replaced by
@@ -70,6 +81,8 @@ class ReceiversConfig:
 
 @dataclass
 class PipelineConfig:
+    """The queue between receivers and the one worker that normalizes, windows and detects."""
+
     # Spans and log records decoded but not yet processed. Past this, receivers refuse with
     # OTLP's retryable status so senders back off instead of losing data.
     queue_max_items: int = 200_000
@@ -83,23 +96,50 @@ class PipelineConfig:
 
 @dataclass
 class StorageConfig:
+    """Where spans, findings and signatures are written."""
+
+    # "chdb": ClickHouse embedded in the process, a directory on disk, nothing to start.
     backend: str = "chdb"
+    # The embedded store's directory (one process at a time may open it).
     data_dir: str = "./mast-data"
     # The OpenTelemetry Collector's ClickHouse exporter writes to "otel" by default; sharing the
     # name lets the two share a store.
     database: str = "otel"
+    # Buffered rows (all tables together) that trigger a write before the interval is up.
     batch_max_rows: int = 20_000
+    # Buffered rows are written at least this often: one columnar insert per table.
     flush_interval_s: float = 1.0
 
 
 @dataclass
+class ShardingConfig:
+    """One replica among several behind a load balancer that routes by trace id
+    (deploy/scale-out.md)."""
+
+    # When a run closes, look in the shared store for spans of its trace that other replicas
+    # received (the balancer moved the trace id when replicas came or went); if there are
+    # any, analyse the whole trace from the store and write its findings and signature over
+    # the partial ones. Needs a store every replica writes to (a ClickHouse server or cluster).
+    merge_split_runs: bool = False
+    # Spans of a closed run's trace are looked for this long before and after the ones this
+    # replica saw, which keeps the look-up to a few daily partitions.
+    trace_time_window_s: float = 86_400.0
+    # Closed runs waiting for that look (one look per storage flush); past this the oldest
+    # are not looked at, counted in /healthz as sharding.checks_dropped.
+    max_pending_checks: int = 100_000
+
+
+@dataclass
 class Config:
+    """The whole configuration; each section is a key at the top of the YAML file."""
+
     receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     windows: WindowConfig = field(default_factory=WindowConfig)
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classification: ClassifierConfig = field(default_factory=ClassifierConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    sharding: ShardingConfig = field(default_factory=ShardingConfig)
 
     def validate(self) -> None:
         """Fail at start, with the key to fix, rather than misbehave later."""
@@ -118,6 +158,8 @@ class Config:
             "pipeline.max_step_text": self.pipeline.max_step_text,
             "storage.batch_max_rows": self.storage.batch_max_rows,
             "storage.flush_interval_s": self.storage.flush_interval_s,
+            "sharding.trace_time_window_s": self.sharding.trace_time_window_s,
+            "sharding.max_pending_checks": self.sharding.max_pending_checks,
         }
         for key, value in positive.items():
             if value <= 0:

@@ -204,8 +204,9 @@ class Pipeline:
             self.stats.export_errors += 1
             log.exception("writing to the store failed; will retry")
 
-    def close_all(self) -> None:
-        self._emit(self.windows.close_all("end_of_input"))
+    def close_all(self, reason: str = "end_of_input") -> None:
+        """Close every open run; `reason` is recorded for runs nothing else closed."""
+        self._emit(self.windows.close_all(reason))
 
     def _emit(self, out: WindowOutput) -> None:
         if not out.findings and not out.signatures:

@@ -73,8 +73,14 @@ class ActionKind(StrEnum):
 
 @dataclass
 class ClassifierConfig:
+    """Which tool calls change the system and which only read it, and what they act on."""
+
+    # Regular expressions (case-insensitive) over the tool name and arguments of a call that
+    # changes the system.
     mutating_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_MUTATING_PATTERNS))
+    # Regular expressions over the tool name and arguments of a call that only reads.
     read_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_READ_PATTERNS))
+    # Argument keys whose values name the resource a call acts on.
     target_keys: list[str] = field(default_factory=lambda: list(DEFAULT_TARGET_KEYS))
     # Argument keys whose values change between otherwise identical calls (ids, clocks).
     volatile_argument_keys: list[str] = field(

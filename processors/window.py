@@ -27,10 +27,13 @@ from processors.model import Finding, RunSignature, Step, StepKind
 
 @dataclass
 class WindowConfig:
+    """Per-run state: how long a run waits for late spans, when it closes, what it keeps."""
+
     # How long a step waits for earlier-starting steps that may still arrive.
     grace_s: float = 0.5
     # A run with no new span for this long is closed.
     idle_timeout_s: float = 60.0
+    # Runs open at once; past this the least recently active run is closed and analysed.
     max_active_runs: int = 20_000
     # Recent steps kept per run for detectors that look back.
     max_steps_per_run: int = 256

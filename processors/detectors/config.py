@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class StepRepetitionConfig:
+    """FM-1.3 step repetition: the same call over and over, or a short cycle, unchanged."""
+
+    # Run this detector.
     enabled: bool = True
     # Equivalent calls with unchanged results that make a repetition.
     min_repeats: int = 3
@@ -21,11 +24,15 @@ class StepRepetitionConfig:
 
 @dataclass
 class HistoryLossConfig:
+    """FM-1.4 loss of conversation history: the context shrinks, or known facts are re-read."""
+
+    # Run this detector.
     enabled: bool = True
     # The model's input shrinking by more than this fraction between two calls of one agent.
     shrink_ratio: float = 0.5
     # Only a context at least this large before the drop counts (small ones fluctuate).
     min_prior_input_tokens: int = 800
+    # The same for message counts, when the spans report messages rather than tokens.
     min_prior_messages: int = 6
     # A read-only call identical to a successful one at least this many tool calls earlier,
     # with the same result and nothing changed since, means the agent lost what it had.
@@ -38,10 +45,14 @@ class HistoryLossConfig:
 
 @dataclass
 class MissingVerificationConfig:
+    """FM-3.2 no or incomplete verification: a change never checked before the run ends."""
+
+    # Run this detector.
     enabled: bool = True
     # Read-only calls with no resource named in their arguments still verify a change when
     # their tool's name says it checks the system (alerts, health, status, ...).
     check_tool_pattern: str = r"alert|health|status|verify|check|probe|metric|monitor"
+    # Unchecked changes reported per run (the last ones, when a run leaves more unchecked).
     max_findings_per_run: int = 5
     # Mutating calls remembered per run awaiting their check.
     max_tracked_mutations: int = 256
@@ -49,6 +60,8 @@ class MissingVerificationConfig:
 
 @dataclass
 class DetectorsConfig:
+    """Thresholds of each failure mode's detector, one section per detector."""
+
     step_repetition: StepRepetitionConfig = field(default_factory=StepRepetitionConfig)
     history_loss: HistoryLossConfig = field(default_factory=HistoryLossConfig)
     missing_verification: MissingVerificationConfig = field(
