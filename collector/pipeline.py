@@ -82,6 +82,7 @@ class Pipeline:
         self._worker: threading.Thread | None = None
         self._last_tick = 0.0
         self._listeners: list[Callable[[WindowOutput], None]] = []
+        self._after_export: list[Callable[[float, bool], None]] = []
 
     # -- the consumer side, called by receivers ---------------------------------------------
 
@@ -119,6 +120,12 @@ class Pipeline:
         """Call `listener` with every batch of findings and closed-run signatures."""
         self._listeners.append(listener)
 
+    def after_export(self, stage: Callable[[float, bool], None]) -> None:
+        """Call `stage(now, final)` on the pipeline's thread after each tick's export, and
+        once more with `final=True` after the last flush at stop (the scale-out merge of runs
+        split across replicas runs here, after this replica's own rows are written)."""
+        self._after_export.append(stage)
+
     def start(self) -> None:
         self._worker = threading.Thread(target=self._run, name="mast-pipeline", daemon=True)
         self._worker.start()
@@ -132,6 +139,8 @@ class Pipeline:
         self._drain()
         self._emit(self.windows.close_all("shutdown"))
         self.exporter.flush(self.clock(), force=True)
+        for stage in self._after_export:
+            stage(self.clock(), True)
 
     def _run(self) -> None:
         interval = self.config.pipeline.tick_interval_s
@@ -203,6 +212,11 @@ class Pipeline:
             # Rows stay buffered and are written at the next flush.
             self.stats.export_errors += 1
             log.exception("writing to the store failed; will retry")
+        for stage in self._after_export:
+            try:
+                stage(now, False)
+            except Exception:
+                log.exception("a stage after export failed; it runs again at the next tick")
 
     def close_all(self, reason: str = "end_of_input") -> None:
         """Close every open run; `reason` is recorded for runs nothing else closed."""

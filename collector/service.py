@@ -14,6 +14,7 @@ from collector.exporters.clickhouse import ClickHouseExporter
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
+from collector.split_runs import SplitRunMerger
 from collector.store import ChdbStore, Store, migrate
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,11 @@ class Service:
             self.store, config.storage.batch_max_rows, config.storage.flush_interval_s
         )
         self.pipeline = Pipeline(config, self.exporter)
+        self.split_runs: SplitRunMerger | None = None
+        if config.sharding.merge_split_runs:
+            self.split_runs = SplitRunMerger(self.store, config, self.exporter)
+            self.pipeline.on_output(self.split_runs.note)
+            self.pipeline.after_export(self.split_runs.check)
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
         self._stopped = threading.Event()
@@ -73,6 +79,8 @@ class Service:
             "write_errors": self.exporter.stats.write_errors,
             "rows_written": dict(self.exporter.stats.rows_written),
         }
+        if self.split_runs:
+            status["sharding"] = self.split_runs.health()
         if self.grpc:
             status["grpc"] = self.grpc.stats
         if self.http:
