@@ -71,8 +71,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from collector.demo.dialects import DIALECTS
     from collector.demo.runner import run_demo
 
-    config = _config(args)
     dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
+    if args.endpoint:
+        return _demo_sender(args, dialects)
+    if args.loop:
+        raise ConfigError("--loop sends to a running collector: give it with --endpoint")
+    config = _config(args)
     started = time.monotonic()
     result = run_demo(config, transport=args.transport, dialects=dialects)
     elapsed = time.monotonic() - started
@@ -118,6 +122,97 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"\nQuery them again with: mast-otel findings --data-dir {config.storage.data_dir}"
         + ("" if not mismatches else f"\n{mismatches} run(s) differ from the scenario's labels.")
     )
+    return 0
+
+
+def _demo_sender(args: argparse.Namespace, dialects: list[str]) -> int:
+    """`demo --endpoint`: the demo agent alone, sending its runs to a running collector."""
+    from collector.config import parse_endpoint
+    from collector.demo.agent import AgentRun
+    from collector.demo.runner import send_runs
+
+    if not args.endpoint.startswith(("http://", "https://")):
+        parse_endpoint(args.endpoint, "--endpoint")
+    if args.interval <= 0:
+        raise ConfigError(f"--interval must be greater than 0, got {args.interval}")
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s: stopping after this round", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+    def _report(round_no: int, runs: list[AgentRun]) -> None:
+        if args.output == "json":
+            for run in runs:
+                print(
+                    json.dumps(
+                        {
+                            "round": round_no,
+                            "scenario": run.scenario.name,
+                            "dialect": run.dialect,
+                            "trace_id": run.trace_id,
+                            "expected_modes": list(run.scenario.expected_modes),
+                        }
+                    ),
+                    flush=True,
+                )
+        else:
+            print(
+                f"round {round_no}: sent {len(runs)} agent runs ({', '.join(dialects)}) to "
+                f"{args.endpoint} over OTLP/{args.transport}",
+                flush=True,
+            )
+
+    send_runs(
+        args.endpoint,
+        args.transport,
+        dialects,
+        stop,
+        loop=args.loop,
+        interval_s=args.interval,
+        service_name=args.service_name,
+        on_round=_report,
+    )
+    return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Ask a running collector's `GET /healthz`: exit 0 when it answers 200, 1 otherwise.
+    Container health checks run this (the slim image has no curl)."""
+    import urllib.error
+    import urllib.request
+
+    from collector.config import parse_endpoint
+
+    if args.endpoint:
+        host, port = parse_endpoint(args.endpoint, "--endpoint")
+    else:
+        config = load_config(args.config)
+        if not config.receivers.http.enabled:
+            raise ConfigError("receivers.http is disabled in the config: there is no /healthz")
+        host, port = parse_endpoint(config.receivers.http.endpoint, "receivers.http.endpoint")
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as response:
+            body = response.read(1 << 20)
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        print(f"mast-otel: {url} answered {exc.code}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"mast-otel: {url} did not answer: {reason}", file=sys.stderr)
+        return 1
+    if status != 200:
+        print(f"mast-otel: {url} answered {status}", file=sys.stderr)
+        return 1
+    if args.verbose_body:
+        print(body.decode("utf-8", "replace"))
     return 0
 
 
@@ -260,7 +355,30 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["genai", "genai-legacy", "openinference", "openllmetry", "all"],
     )
     demo.add_argument("--output", choices=["table", "json"], default="table")
+    demo.add_argument(
+        "--endpoint",
+        help="send the runs to a running collector at HOST:PORT (or an OTLP/HTTP URL) "
+        "instead of starting one",
+    )
+    demo.add_argument(
+        "--loop", action="store_true", help="with --endpoint: send rounds until stopped"
+    )
+    demo.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between rounds (default 5)"
+    )
+    demo.add_argument(
+        "--service-name", default="sre-agent", help="service.name of the demo agent's spans"
+    )
     demo.set_defaults(func=cmd_demo)
+
+    health = sub.add_parser("health", help="check a running collector's GET /healthz")
+    health.add_argument("--config", help="YAML config file (its receivers.http.endpoint)")
+    health.add_argument("--endpoint", help="HOST:PORT of the OTLP/HTTP receiver")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    health.add_argument(
+        "--print", dest="verbose_body", action="store_true", help="print the counters"
+    )
+    health.set_defaults(func=cmd_health)
 
     analyze = sub.add_parser("analyze", help="run the detectors over OTLP JSON/protobuf files")
     analyze.add_argument("files", nargs="+", help="OTLP/JSON lines or OTLP protobuf files")

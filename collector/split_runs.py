@@ -147,9 +147,7 @@ class SplitRunMerger:
             table = signatures_table(analysis.signatures)
             now_ns = time.time_ns()
             # Above every stored version, whatever the clocks of the replicas that wrote them.
-            newer = [
-                max(now_ns, versions.get(s.trace_id, 0) + 1) for s in analysis.signatures
-            ]
+            newer = [max(now_ns, versions.get(s.trace_id, 0) + 1) for s in analysis.signatures]
             index = table.schema.get_field_index("Version")
             table = table.set_column(index, "Version", pa.array(newer, pa.uint64()))
             self.store.insert_arrow("mast_signatures", table)
