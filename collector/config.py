@@ -179,6 +179,13 @@ def _coerce(current: Any, value: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return value
+    if isinstance(current, dict):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            for k, v in value.items()
+        ):
+            raise ConfigError(f"{where}: expected a mapping of names to lists of strings")
+        return value
     if isinstance(current, list | tuple):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}: expected a list of strings, got {value!r}")

@@ -54,6 +54,7 @@ TASK_READ_ONLY = "mast.task.read_only"
 TASK_ALLOWED_TOOLS = "mast.task.allowed_tools"
 TASK_MAX_STEPS = "mast.task.max_steps"
 AGENT_ALLOWED_TOOLS = "mast.agent.allowed_tools"
+AGENT_READ_ONLY = "mast.agent.read_only"
 RUN_OUTCOME = "mast.run.outcome"
 RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
@@ -66,6 +67,7 @@ RUN_ATTRIBUTES: frozenset[str] = frozenset(
         TASK_ALLOWED_TOOLS,
         TASK_MAX_STEPS,
         AGENT_ALLOWED_TOOLS,
+        AGENT_READ_ONLY,
         RUN_OUTCOME,
         RUN_SCORE,
         RUN_END,

@@ -62,6 +62,8 @@ class Step:
     input_text: str = ""
     output_text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
+    # For a hand-off or agent invocation: the agent that receives the work.
+    target_agent: str = ""
     finish_reason: str = ""
     input_tokens: int | None = None
     output_tokens: int | None = None
