@@ -17,7 +17,7 @@ class SignalsConfig:
     success_claim_pattern: str = (
         r"\b(resolved|fixed|mitigated|remediated|restored|recovered|is (now )?healthy|"
         r"(is|are) (now )?(running|ready|back)|successfully|issue (is )?gone|alert (has )?cleared|"
-        r"problem solved|root cause (is|was))\b"
+        r"problem solved)\b"
     )
     # Words that turn a success claim around ("could not fix", "not resolved").
     negation_pattern: str = (
@@ -104,8 +104,11 @@ class Signals:
 
 
 def is_final_answer(step: Step) -> bool:
-    """A model call that answers instead of calling a tool: the agent thinks it is done."""
+    """A model call that answers instead of calling a tool: the agent thinks it is done. A
+    question to the user is not an answer."""
     if step.kind is not StepKind.LLM or step.tool_calls:
+        return False
+    if step.output_text.rstrip().endswith("?"):
         return False
     reason = step.finish_reason.lower()
     if reason in ("tool_calls", "tool_use", "function_call", "length", "max_tokens"):

@@ -44,6 +44,8 @@ class _WithholdingRun(DetectorRun):
         self.known: dict[str, _Knowledge] = {}
         # Receiver → (hand-off step, what the sender had read by then).
         self.handed: dict[str, tuple[Step, dict[str, Step]]] = {}
+        # Once anything changes the system, reading again is checking, not redoing.
+        self.changed_since: set[str] = set()
         self.reported: set[str] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
@@ -59,12 +61,15 @@ class _WithholdingRun(DetectorRun):
             return ()
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is ActionKind.MUTATING:
+            self.changed_since.update(self.handed)
             return ()
         key = classifier.canonical_call(step.tool_name, step.tool_arguments)
         handed = self.handed.get(step.agent)
         if len(knowledge.reads) < _MAX_CALLS_PER_AGENT:
             knowledge.reads.setdefault(key, step)
         if handed is None or key not in handed[1] or key in self.reported:
+            return ()
+        if step.agent in self.changed_since:
             return ()
         self.reported.add(key)
         handoff, sender_reads = handed
@@ -91,6 +96,7 @@ class _WithholdingRun(DetectorRun):
     def _on_handoff(self, step: Step, run: Run) -> list[Finding]:
         sender = self.known.get(step.agent, _Knowledge())
         self.handed[step.target_agent] = (step, dict(sender.reads))
+        self.changed_since.discard(step.target_agent)
         message = step.input_text.lower()
         unmentioned = [
             f
