@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector.demo.dialects import DIALECTS  # noqa: E402
-from tests.accuracy import replay, report  # noqa: E402
+from collector.demo.dialects import DIALECTS
+from tests.accuracy import replay, report
 
 
 def main() -> int:

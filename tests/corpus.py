@@ -15,11 +15,13 @@ from collector.demo.agent import (
     LOGS,
     PODS,
     RESTART,
-    SCENARIOS as DEMO_SCENARIOS,
     Act,
     Scenario,
     final,
     kubectl,
+)
+from collector.demo.agent import (
+    SCENARIOS as DEMO_SCENARIOS,
 )
 from processors import conventions
 
