@@ -18,6 +18,7 @@ import yaml
 
 from processors.classify import ClassifierConfig
 from processors.detectors.config import DetectorsConfig
+from processors.scoring import ScoringConfig
 from processors.window import WindowConfig
 
 
@@ -99,6 +100,7 @@ class Config:
     windows: WindowConfig = field(default_factory=WindowConfig)
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classification: ClassifierConfig = field(default_factory=ClassifierConfig)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def validate(self) -> None:
@@ -139,6 +141,7 @@ class Config:
             self.windows.validate()
             self.detectors.validate()
             self.classification.validate()
+            self.scoring.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
 

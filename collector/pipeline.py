@@ -64,6 +64,7 @@ class PipelineStats:
     export_errors: int = 0
     findings: int = 0
     signatures: int = 0
+    outcomes_updated: int = 0
 
 
 class Pipeline:
@@ -208,6 +209,9 @@ class Pipeline:
         self._emit(self.windows.close_all("end_of_input"))
 
     def _emit(self, out: WindowOutput) -> None:
+        if out.outcomes:
+            self.stats.outcomes_updated += len(out.outcomes)
+            self.exporter.add_outcomes(out.outcomes)
         if not out.findings and not out.signatures:
             return
         self.stats.findings += len(out.findings)
@@ -234,6 +238,7 @@ class Pipeline:
                 "steps_duplicate": w.steps_duplicate,
                 "steps_late": w.steps_late,
                 "steps_after_close": w.steps_after_close,
+                "outcomes_after_close": w.outcomes_after_close,
                 "steps_trimmed": w.steps_trimmed,
                 "pending_overflow": w.pending_overflow,
             },

@@ -123,6 +123,15 @@ class Finding:
         return stable_hex(self.trace_id, self.span_id, self.mode, self.rule, length=32)
 
 
+@dataclass(slots=True, frozen=True)
+class OutcomeUpdate:
+    """An outcome that arrived after its run closed (evaluators usually finish later)."""
+
+    trace_id: str
+    outcome: str  # "success", "failure" or "" (unchanged)
+    score: float | None
+
+
 @dataclass(slots=True)
 class RunSignature:
     """One closed run: its failure vector over the fourteen modes and what it was."""
