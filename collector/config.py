@@ -18,6 +18,7 @@ import yaml
 
 from processors.classify import ClassifierConfig
 from processors.detectors.config import DetectorsConfig
+from processors.judge import JudgeConfig
 from processors.scoring import ScoringConfig
 from processors.window import WindowConfig
 
@@ -101,6 +102,7 @@ class Config:
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classification: ClassifierConfig = field(default_factory=ClassifierConfig)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def validate(self) -> None:
@@ -142,6 +144,7 @@ class Config:
             self.detectors.validate()
             self.classification.validate()
             self.scoring.validate()
+            self.judge.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
 

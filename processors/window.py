@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
+from processors.judge import Transcript
 from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
 
 
@@ -223,19 +224,25 @@ class WindowOutput:
     findings: list[Finding] = field(default_factory=list)
     signatures: list[RunSignature] = field(default_factory=list)
     outcomes: list[OutcomeUpdate] = field(default_factory=list)
+    # The closed runs' recent steps, when someone (a semantic judge) asked to read them.
+    transcripts: list[Transcript] = field(default_factory=list)
 
     def extend(self, other: WindowOutput) -> None:
         self.findings.extend(other.findings)
         self.signatures.extend(other.signatures)
         self.outcomes.extend(other.outcomes)
+        self.transcripts.extend(other.transcripts)
 
 
 class RunWindows:
     """All open runs: add steps as they arrive, `tick` to release and close."""
 
-    def __init__(self, config: WindowConfig, open_detectors: DetectorFactory) -> None:
+    def __init__(
+        self, config: WindowConfig, open_detectors: DetectorFactory, keep_transcripts: bool = False
+    ) -> None:
         self.config = config
         self._open_detectors = open_detectors
+        self.keep_transcripts = keep_transcripts
         # Least recently active first: idle closing and eviction pop from the front.
         self._runs: OrderedDict[str, Run] = OrderedDict()
         # Runs with steps waiting, by when their oldest waiting step arrived.
@@ -370,6 +377,8 @@ class RunWindows:
             for detector in run.detectors:
                 out.findings.extend(self._stamp(run, detector.on_close(run)))
             out.signatures.append(run.signature())
+            if self.keep_transcripts:
+                out.transcripts.append(Transcript(run.trace_id, tuple(run.window)))
         self._runs.pop(run.trace_id, None)
         self._closed[run.trace_id] = None
         if len(self._closed) > self.config.closed_runs_remembered:
