@@ -35,6 +35,7 @@ from collector.exporters.base import Exporter
 from collector.exporters.clickhouse import findings_table, signatures_table
 from collector.store import Store
 from collector.stored_traces import analyze_stored_traces
+from processors.judge import JUDGE_DETECTOR
 from processors.window import WindowOutput
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,12 @@ class SplitRunMerger:
                 f"WHERE TraceId IN ({listed}) GROUP BY TraceId"
             )
         }
-        # Partial findings, from whichever replica, give way to the whole trace's.
-        self.store.execute(f"DELETE FROM {db}.mast_findings WHERE TraceId IN ({listed})")
+        # Partial findings, from whichever replica, give way to the whole trace's (a semantic
+        # judge's verdicts are not recomputed here, so they stay).
+        self.store.execute(
+            f"DELETE FROM {db}.mast_findings WHERE TraceId IN ({listed}) "
+            f"AND Detector != '{JUDGE_DETECTOR}'"
+        )
         if analysis.findings:
             self.store.insert_arrow("mast_findings", findings_table(analysis.findings))
         if analysis.signatures:

@@ -13,6 +13,7 @@ the steps that were read live.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -112,6 +113,8 @@ def analyze_stored_traces(store: Store, config: Config, trace_ids: Iterable[str]
     timestamps, not arrival, so the result does not depend on when or where spans arrived."""
     spans = read_stored_spans(store, trace_ids)
     exporter = MemoryExporter()
+    # The deterministic detectors only: a semantic judge's verdicts arrive on their own.
+    config = dataclasses.replace(config, judge=dataclasses.replace(config.judge, enabled=False))
     pipeline = Pipeline(config, exporter, clock=lambda: 0.0)
     pipeline.process_spans(spans, now=0.0)
     pipeline.close_all(CLOSE_REASON_WITHOUT_ROOT)
