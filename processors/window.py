@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.ids import stable_hex
 from processors.judge import Transcript
 from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
 
@@ -173,7 +172,8 @@ class Run:
             return None
         return Step(
             trace_id=step.trace_id,
-            span_id=stable_hex("implied-handoff", step.span_id, length=16),
+            # Shown at the new agent's first step: findings must point at spans that exist.
+            span_id=step.span_id,
             parent_span_id=step.parent_span_id,
             name=f"handoff from {previous} to {step.agent}",
             kind=StepKind.HANDOFF,
