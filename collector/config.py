@@ -242,3 +242,18 @@ EXAMPLE_HEADER = (
 def example_yaml() -> str:
     """Every option at its default, as YAML (deploy/config.example.yaml is this)."""
     return EXAMPLE_HEADER + yaml.safe_dump(dataclasses.asdict(Config()), sort_keys=False, width=200)
+
+
+def on_free_loopback_ports(config: Config, data_dir: str | Path | None = None) -> Config:
+    """The same config with both receivers on free loopback ports (and, if given, another
+    store directory): for the demo, which must not collide with a running `serve`, and tests."""
+    receivers = dataclasses.replace(
+        config.receivers,
+        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
+        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
+    )
+    config = dataclasses.replace(config, receivers=receivers)
+    if data_dir is not None:
+        storage = dataclasses.replace(config.storage, data_dir=str(data_dir))
+        config = dataclasses.replace(config, storage=storage)
+    return config

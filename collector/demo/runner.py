@@ -3,14 +3,13 @@ scenarios through the real OpenTelemetry SDK over OTLP, and report each run's si
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from collector import queries
-from collector.config import Config
+from collector.config import Config, on_free_loopback_ports
 from collector.demo.agent import SCENARIOS, AgentRun, Scenario, SreAgent, tracer_provider
 from collector.service import Service
 from collector.store import ChdbStore
@@ -66,13 +65,7 @@ def run_agents(
 def run_demo(
     config: Config, transport: str = "grpc", dialects: list[str] | None = None
 ) -> DemoResult:
-    # The demo listens on free loopback ports so it never collides with a running `serve`.
-    receivers = dataclasses.replace(
-        config.receivers,
-        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
-        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
-    )
-    config = dataclasses.replace(config, receivers=receivers)
+    config = on_free_loopback_ports(config)
     service = Service(config)
     service.start()
     try:
