@@ -30,6 +30,7 @@ def _config(args: argparse.Namespace) -> Config:
             "receivers.grpc.endpoint": getattr(args, "grpc_endpoint", None),
             "receivers.http.endpoint": getattr(args, "http_endpoint", None),
             "storage.data_dir": getattr(args, "data_dir", None),
+            "telemetry.metrics_endpoint": getattr(args, "metrics_endpoint", None),
         },
     )
 
@@ -246,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
         if endpoints:
             p.add_argument("--grpc-endpoint", help="OTLP/gRPC HOST:PORT (default 127.0.0.1:4317)")
             p.add_argument("--http-endpoint", help="OTLP/HTTP HOST:PORT (default 127.0.0.1:4318)")
+            p.add_argument(
+                "--metrics-endpoint",
+                help="also serve /metrics on HOST:PORT (always on the OTLP/HTTP port too)",
+            )
 
     serve = sub.add_parser("serve", help="run the collector (OTLP gRPC and HTTP)")
     common(serve, endpoints=True)
