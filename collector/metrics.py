@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, start_http_server
+from prometheus_client.exposition import generate_latest, start_http_server
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -90,6 +90,9 @@ def total(name: str) -> str:
 
 
 HealthSource = Callable[[], dict[str, Any]]
+
+# The classic text format every Prometheus version reads (names here need no UTF-8 escaping).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class HealthCollector(Collector):
@@ -255,7 +258,7 @@ def registry_for(health: HealthSource) -> CollectorRegistry:
 
 def exposition(registry: CollectorRegistry) -> tuple[str, bytes]:
     """(content type, body) for a scrape."""
-    return CONTENT_TYPE_LATEST, generate_latest(registry)
+    return CONTENT_TYPE, generate_latest(registry)
 
 
 class MetricsServer:

@@ -22,6 +22,21 @@ def _size(panel: Any, width: int, height: int) -> Any:
     return panel.span(width).height(height)
 
 
+def _legend_and_tooltip(panel: Any) -> Any:
+    """Time series options set explicitly (the SDK leaves them null otherwise)."""
+    return panel.legend(
+        common_builders.VizLegendOptions()
+        .show_legend(True)
+        .display_mode(common.LegendDisplayMode.LIST)
+        .placement(common.LegendPlacement.BOTTOM)
+        .calcs([])
+    ).tooltip(
+        common_builders.VizTooltipOptions()
+        .mode(common.TooltipDisplayMode.MULTI)
+        .sort(common.SortOrder.DESCENDING)
+    )
+
+
 def ch_timeseries(
     title: str,
     query: str,
@@ -47,6 +62,7 @@ def ch_timeseries(
         .draw_style(common.GraphDrawStyle.BARS if bars else common.GraphDrawStyle.LINE)
         .stacking(common_builders.StackingConfig().mode(common.StackingMode.NORMAL))
     )
+    panel = _legend_and_tooltip(panel)
     if series_label:
         panel = panel.display_name(f"${{__field.labels.{series_label}}}")
     return _size(panel, width, height)
@@ -69,6 +85,7 @@ def ch_table(
         .description(description)
         .datasource(CLICKHOUSE_DS)
         .with_target(sql(query, format_val))
+        .show_header(True)
     )
     for name, properties in overrides:
         panel = panel.override_by_name(name, properties)
@@ -133,6 +150,7 @@ def traces_panel(
     panel = (
         db.Panel()
         .type("traces")
+        .options({})
         .title(title)
         .description(description)
         .datasource(CLICKHOUSE_DS)
@@ -173,6 +191,7 @@ def prom_timeseries(
         .unit(unit)
         .fill_opacity(10)
     )
+    panel = _legend_and_tooltip(panel)
     for index, (expr, legend) in enumerate(exprs):
         panel = panel.with_target(prom_target(expr, legend, chr(ord("A") + index)))
     return _size(panel, width, height)
