@@ -245,8 +245,8 @@ def cmd_dashboards_generate(args: argparse.Namespace) -> int:
         if stale:
             print("run `mast-otel dashboards generate` and commit the result", file=sys.stderr)
         return 1 if stale else 0
-    for path in generate.write(root):
-        print(path)
+    for written in generate.write(root):
+        print(written)
     return 0
 
 

@@ -32,8 +32,13 @@ class PushReport:
         )
 
 
-def connect(url: str, token: str | None = None, user: str | None = None,
-            password: str | None = None, timeout_s: float = 10.0) -> GrafanaApi:
+def connect(
+    url: str,
+    token: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    timeout_s: float = 10.0,
+) -> GrafanaApi:
     """A client for `url` with a service-account token, or a user and password."""
     credential: str | tuple[str, str] | None
     if token:
@@ -45,9 +50,9 @@ def connect(url: str, token: str | None = None, user: str | None = None,
     return GrafanaApi.from_url(url, credential=credential, timeout=timeout_s)
 
 
-def _exists(fetch: Callable[[], Any]) -> bool:
+def _exists(fetch: Callable[[str], Any], uid: str) -> bool:
     try:
-        fetch()
+        fetch(uid)
     except GrafanaClientError as exc:
         if exc.status_code == 404:
             return False
@@ -77,7 +82,7 @@ def push(
     report = PushReport()
     step = "folder"
     try:
-        if _exists(lambda: api.folder.get_folder(alerts.FOLDER_UID)):
+        if _exists(api.folder.get_folder, alerts.FOLDER_UID):
             report.updated.append(f"folder {alerts.FOLDER_UID}")
         else:
             api.folder.create_folder(alerts.FOLDER_TITLE, uid=alerts.FOLDER_UID)
@@ -88,7 +93,8 @@ def push(
             sources.append(provisioning.prometheus_datasource(prometheus_url))
         for source in sources:
             step = f"data source {source['uid']}"
-            if _exists(lambda uid=source["uid"]: api.datasource.get_datasource_by_uid(uid)):
+            source_uid = source["uid"]
+            if _exists(api.datasource.get_datasource_by_uid, source_uid):
                 api.datasource.update_datasource_by_uid(source["uid"], source)
                 report.updated.append(f"data source {source['uid']}")
             else:
@@ -111,7 +117,7 @@ def push(
         for rule in alerts.grafana_rules(clickhouse.database):
             uid = rule["uid"]
             step = f"alert rule {uid}"
-            if _exists(lambda uid=uid: api.alertingprovisioning.get_alertrule(uid)):
+            if _exists(api.alertingprovisioning.get_alertrule, uid):
                 api.alertingprovisioning.update_alertrule(uid, rule, disable_provenance=True)
                 report.updated.append(f"alert rule {uid}")
             else:

@@ -35,8 +35,17 @@ from tests.test_end_to_end import loopback_config
 
 OTHER_MODEL = "gpt-oss-120b"
 # The second model's runs: enough amnesia (fatal FM-1.4) and loops to trip the alert rules.
-OTHER_SCENARIOS = ("amnesia", "amnesia", "amnesia", "stuck_loop", "stuck_loop", "stuck_loop",
-                   "blind_fix", "blind_fix", "healthy_fix")
+OTHER_SCENARIOS = (
+    "amnesia",
+    "amnesia",
+    "amnesia",
+    "stuck_loop",
+    "stuck_loop",
+    "stuck_loop",
+    "blind_fix",
+    "blind_fix",
+    "healthy_fix",
+)
 
 
 class StampScore(SpanProcessor):
@@ -77,8 +86,9 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
             provider.add_span_processor(StampScore(0.4))
             try:
                 for dialect in ("genai", "openinference"):
-                    agent = SreAgent(provider.get_tracer("test"), dialect=dialect,
-                                     model=OTHER_MODEL)
+                    agent = SreAgent(
+                        provider.get_tracer("test"), dialect=dialect, model=OTHER_MODEL
+                    )
                     for index, name in enumerate(OTHER_SCENARIOS):
                         agent.run(SCENARIOS_BY_NAME[name], conversation=f"{name}-{index}")
                 assert provider.force_flush(30_000)
@@ -87,9 +97,9 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     finally:
         service.stop()
     store = ChdbStore(config.storage.data_dir, config.storage.database)
-    trace = store.query(
-        "SELECT TraceId FROM otel.mast_findings WHERE Mode = 'FM-1.4' LIMIT 1"
-    )[0]["TraceId"]
+    trace = store.query("SELECT TraceId FROM otel.mast_findings WHERE Mode = 'FM-1.4' LIMIT 1")[0][
+        "TraceId"
+    ]
     yield Seeded(store, trace, start, datetime.now(UTC) + timedelta(seconds=1))
     store.close()
 
@@ -141,9 +151,13 @@ def scenarios(seeded: Seeded) -> dict[str, dict[str, Variable]]:
     }
 
 
-def context(seeded: Seeded, variables_: dict[str, Variable], interval_s: float = 60) -> QueryContext:
+def context(
+    seeded: Seeded, variables_: dict[str, Variable], interval_s: float = 60
+) -> QueryContext:
     return QueryContext(
-        seeded.start - timedelta(hours=1), seeded.end + timedelta(minutes=1), interval_s,
+        seeded.start - timedelta(hours=1),
+        seeded.end + timedelta(minutes=1),
+        interval_s,
         variables_,
     )
 
@@ -171,12 +185,21 @@ def check_shape(panel: dict[str, Any], target: dict[str, Any], columns: list[tup
     if target["format"] == 0:  # time series: a time column, numbers, string labels
         assert names[0] == "time" and is_time(types["time"]), columns
         assert any(is_numeric(t) for _, t in columns[1:]), columns
-        assert all(is_numeric(t) or t.startswith(("String", "LowCardinality")) for _, t in
-                   columns[1:]), columns
+        assert all(
+            is_numeric(t) or t.startswith(("String", "LowCardinality")) for _, t in columns[1:]
+        ), columns
     elif target["format"] == 3:  # Grafana's trace view
-        assert names[:9] == ["traceID", "spanID", "parentSpanID", "serviceName",
-                             "operationName", "startTime", "duration", "tags",
-                             "serviceTags"], names
+        assert names[:9] == [
+            "traceID",
+            "spanID",
+            "parentSpanID",
+            "serviceName",
+            "operationName",
+            "startTime",
+            "duration",
+            "tags",
+            "serviceTags",
+        ], names
     if panel["type"] == "stat":
         assert all(is_numeric(t) for _, t in columns), columns
     # Field overrides and data links must name columns that exist.
@@ -224,10 +247,12 @@ def test_panel_query_runs_and_fits_its_panel(seeded, uid, panel, target, scenari
 def test_filters_filter(seeded):
     """A single model or environment narrows the numbers; an unknown value empties them."""
     summary = next(t for u, p, t in TARGETS if p["title"] == "Runs, failing, failing share")
-    all_runs = seeded.store.query(panel_query(summary["rawSql"],
-                                              context(seeded, scenarios(seeded)["all"])))[0]
-    single = seeded.store.query(panel_query(summary["rawSql"],
-                                            context(seeded, scenarios(seeded)["single"])))[0]
+    all_runs = seeded.store.query(
+        panel_query(summary["rawSql"], context(seeded, scenarios(seeded)["all"]))
+    )[0]
+    single = seeded.store.query(
+        panel_query(summary["rawSql"], context(seeded, scenarios(seeded)["single"]))
+    )[0]
     assert all_runs["runs"] == 4 * 6 + 2 * len(OTHER_SCENARIOS)
     assert single["runs"] == 2 * len(OTHER_SCENARIOS)
     nowhere = {**scenarios(seeded)["single"], "environment": Variable("nowhere")}
@@ -237,8 +262,9 @@ def test_filters_filter(seeded):
 
 def test_run_drilldown_shows_the_finding_at_its_span(seeded):
     steps = next(t for u, p, t in TARGETS if u == "mast-run" and p["title"] == "Steps")
-    rows = seeded.store.query(panel_query(steps["rawSql"],
-                                          context(seeded, scenarios(seeded)["all"])))
+    rows = seeded.store.query(
+        panel_query(steps["rawSql"], context(seeded, scenarios(seeded)["all"]))
+    )
     flagged = [row for row in rows if row["findings"]]
     expected = seeded.store.query(
         f"SELECT SpanId FROM otel.mast_findings WHERE TraceId = '{seeded.trace_with_findings}'"
@@ -249,8 +275,12 @@ def test_run_drilldown_shows_the_finding_at_its_span(seeded):
 
 def test_model_comparison_separates_the_models(seeded):
     success = next(t for u, p, t in TARGETS if p["title"] == "Success rate and recall")
-    rows = {r["model"]: r for r in seeded.store.query(
-        panel_query(success["rawSql"], context(seeded, scenarios(seeded)["all"])))}
+    rows = {
+        r["model"]: r
+        for r in seeded.store.query(
+            panel_query(success["rawSql"], context(seeded, scenarios(seeded)["all"]))
+        )
+    }
     assert rows[OTHER_MODEL]["recall"] == pytest.approx(0.4)
     assert rows["gpt-4o"]["recall"] is None
     assert rows["gpt-4o"]["success_rate"] == pytest.approx(2 / 6)
@@ -316,9 +346,11 @@ def test_alerts_fire_on_the_seeded_failures_and_not_before(seeded):
     fired = {}
     for alert in alerts.CLICKHOUSE_ALERTS:
         rows_now = seeded.store.query(
-            alert_query(alerts.clickhouse_sql(alert.key), alert_context(seeded, alert, now)))
+            alert_query(alerts.clickhouse_sql(alert.key), alert_context(seeded, alert, now))
+        )
         rows_before = seeded.store.query(
-            alert_query(alerts.clickhouse_sql(alert.key), alert_context(seeded, alert, before)))
+            alert_query(alerts.clickhouse_sql(alert.key), alert_context(seeded, alert, before))
+        )
         fired[alert.key] = (firing(alert, rows_now), firing(alert, rows_before))
     spike_now, spike_before = fired["fatal_spike"]
     # The second model lost its history in 6 runs within minutes, with no baseline: a spike.

@@ -30,8 +30,7 @@ def test_committed_files_are_what_the_code_generates():
 
 
 def test_generate_check_command(tmp_path):
-    run = [sys.executable, "-m", "collector.cli", "dashboards", "generate", "--root",
-           str(tmp_path)]
+    run = [sys.executable, "-m", "collector.cli", "dashboards", "generate", "--root", str(tmp_path)]
     check = subprocess.run([*run, "--check"], capture_output=True, text=True, cwd=ROOT)
     assert check.returncode == 1 and "out of date" in check.stdout
     assert subprocess.run(run, capture_output=True, cwd=ROOT).returncode == 0
@@ -68,9 +67,12 @@ def test_layout_ids_and_data_sources(uid):
     variables = {v["name"] for v in dashboard["templating"]["list"]}
     for panel in dashboard["panels"]:
         grid = panel["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
-        cells = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
-                 for y in range(grid["y"], grid["y"] + grid["h"])}
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
+        cells = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
         assert not cells & occupied, f"{panel['title']} overlaps another panel"
         occupied |= cells
         assert panel["title"] and panel["description"]
@@ -88,8 +90,9 @@ def test_latest_fatal_findings_link_to_the_run_dashboard():
     trace_variable = {v["name"] for v in run["templating"]["list"]}
     assert "trace_id" in trace_variable
     (table,) = [p for p in panels("mast-overview") if p["title"] == "Latest fatal findings"]
-    (override,) = [o for o in table["fieldConfig"]["overrides"]
-                   if o["matcher"]["options"] == "TraceId"]
+    (override,) = [
+        o for o in table["fieldConfig"]["overrides"] if o["matcher"]["options"] == "TraceId"
+    ]
     (link,) = override["properties"][0]["value"]
     assert link["url"].startswith(f"/d/{run['uid']}/")
     assert "var-trace_id=${__value.raw}" in link["url"] and "${__url_time_range}" in link["url"]

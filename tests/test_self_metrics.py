@@ -13,7 +13,6 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector import metrics as m
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
 from collector.service import Service
@@ -40,8 +39,9 @@ def scraped(tmp_path_factory):
         # Runs close and batches are written on the pipeline's tick: wait for the numbers.
         for _ in range(100):
             health = service.health()
-            if health["store"]["rows_written"].get("mast_signatures", 0) >= 30 and not (
-                health["store"]["buffered_rows"]
+            if (
+                health["store"]["rows_written"].get("mast_signatures", 0) >= 30
+                and not (health["store"]["buffered_rows"])
             ):
                 break
             time.sleep(0.1)
@@ -56,14 +56,20 @@ def scraped(tmp_path_factory):
 
 def samples(families, name, **labels):
     family = families[name]
-    return [s for s in family.samples if s.name.startswith(name) and all(
-        s.labels.get(k) == v for k, v in labels.items())]
+    return [
+        s
+        for s in family.samples
+        if s.name.startswith(name) and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
 
 
 def value(families, sample_name, **labels):
     family_name = sample_name.removesuffix("_total")
-    found = [s.value for s in families[family_name].samples
-             if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items())]
+    found = [
+        s.value
+        for s in families[family_name].samples
+        if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
     return sum(found)
 
 
@@ -77,10 +83,8 @@ def test_exposition_format(scraped):
 
 def test_receiver_and_pipeline_counts_match_the_traffic(scraped):
     _, _, _, families, health = scraped
-    grpc = value(families, "mast_otel_receiver_accepted_total", transport="grpc",
-                 signal="traces")
-    http = value(families, "mast_otel_receiver_accepted_total", transport="http",
-                 signal="traces")
+    grpc = value(families, "mast_otel_receiver_accepted_total", transport="grpc", signal="traces")
+    http = value(families, "mast_otel_receiver_accepted_total", transport="http", signal="traces")
     assert grpc == health["grpc"]["spans_accepted"] > 0
     assert http == health["http"]["spans_accepted"] > 0
     assert value(families, "mast_otel_pipeline_received_total", signal="traces") == grpc + http
@@ -92,8 +96,10 @@ def test_receiver_and_pipeline_counts_match_the_traffic(scraped):
 
 def test_findings_by_mode_and_fatality(scraped):
     _, _, _, families, health = scraped
-    by_mode = {s.labels["mode"]: (s.labels["fatal"], s.value)
-               for s in families["mast_otel_findings"].samples}
+    by_mode = {
+        s.labels["mode"]: (s.labels["fatal"], s.value)
+        for s in families["mast_otel_findings"].samples
+    }
     assert by_mode["FM-1.4"] == ("true", 5)  # amnesia, once per dialect and transport
     assert by_mode["FM-1.3"][0] == "false" and by_mode["FM-3.2"][0] == "false"
     assert sum(v for _, v in by_mode.values()) == health["pipeline"]["findings"]
@@ -101,12 +107,13 @@ def test_findings_by_mode_and_fatality(scraped):
 
 def test_store_writes_and_latency_histogram(scraped):
     _, _, _, families, health = scraped
-    assert value(families, "mast_otel_store_rows_written_total", table="otel_traces") == (
-        health["store"]["rows_written"]["otel_traces"]
+    assert (
+        value(families, "mast_otel_store_rows_written_total", table="otel_traces")
+        == (health["store"]["rows_written"]["otel_traces"])
     )
     assert value(families, "mast_otel_store_write_errors_total") == 0
     histogram = families["mast_otel_store_write_duration_seconds"]
-    count = [s.value for s in histogram.samples if s.name.endswith("_count")][0]
+    count = next(s.value for s in histogram.samples if s.name.endswith("_count"))
     buckets = [s for s in histogram.samples if s.name.endswith("_bucket")]
     assert count == health["store"]["batches_written"] > 0
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == count
@@ -114,8 +121,11 @@ def test_store_writes_and_latency_histogram(scraped):
 
 
 def used_metric_names() -> set[str]:
-    texts = [*collector_health.PROMQL.values(), *(a.rule_expr for a in alerts.PROMETHEUS_ALERTS),
-             *(a.value for a in alerts.PROMETHEUS_ALERTS)]
+    texts = [
+        *collector_health.PROMQL.values(),
+        *(a.rule_expr for a in alerts.PROMETHEUS_ALERTS),
+        *(a.value for a in alerts.PROMETHEUS_ALERTS),
+    ]
     return {name for text in texts for name in re.findall(r"\bmast_otel_\w+", text)}
 
 
