@@ -188,6 +188,67 @@ def cmd_signatures(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_summary(args: argparse.Namespace) -> int:
+    config = _config(args)
+    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        groups = (
+            queries.summary(store, config.scoring, by=args.by, since_ns=_since(args.since))
+            if _has_store(store)
+            else []
+        )
+    finally:
+        store.close()
+    if args.output == "json":
+        for g in groups:
+            print(
+                json.dumps(
+                    {
+                        args.by: g.group,
+                        "runs": g.runs,
+                        "failed_runs": g.failed_runs,
+                        "success_runs": g.success_runs,
+                        "unknown_outcome_runs": g.unknown_runs,
+                        "success_rate": g.success_rate,
+                        "mean_score": g.mean_score,
+                        "modes_per_failed_run": g.modes_per_failed_run,
+                        "fatal_modes": g.fatal_modes,
+                        "modes": [
+                            {
+                                "mode": m.mode,
+                                "rate_failed": m.rate_failed,
+                                "rate_success": m.rate_success,
+                                "lift": m.lift,
+                                "fatal": m.fatal,
+                                "basis": m.basis,
+                            }
+                            for m in g.modes
+                        ],
+                    }
+                )
+            )
+        return 0
+    if not groups:
+        print("no runs")
+    for g in groups:
+        rate = "-" if g.success_rate is None else f"{g.success_rate:.0%}"
+        score = "-" if g.mean_score is None else f"{g.mean_score:.2f}"
+        print(
+            f"{args.by} {g.group or '(unknown)'}: {g.runs} runs, success {rate}, mean score "
+            f"{score}, {g.modes_per_failed_run:.1f} modes per failed run"
+        )
+        print(f"  {'mode':<7} {'failed':>7} {'success':>7} {'lift':>6}  call")
+        for m in g.modes:
+            if not (m.failed_with or m.success_with):
+                continue
+            call = ("fatal" if m.fatal else "benign") + f" ({m.basis})"
+            print(
+                f"  {m.mode:<7} {m.rate_failed:>7.0%} {m.rate_success:>7.0%} "
+                f"{m.lift:>+6.0%}  {call}"
+            )
+    return 0
+
+
 def _has_store(store: ChdbStore) -> bool:
     rows = store.query(
         f"SELECT count() AS n FROM system.tables WHERE database = '{store.database}' "
@@ -338,6 +399,15 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--config", help="YAML config file")
     analyze.add_argument("--output", choices=["table", "json"], default="table")
     analyze.set_defaults(func=cmd_analyze)
+
+    summary = sub.add_parser(
+        "summary", help="per model: success rate, modes per failed run, fatal vs benign modes"
+    )
+    common(summary)
+    summary.add_argument("--by", choices=["model", "agent", "service"], default="model")
+    summary.add_argument("--since", help="only runs since: 15m, 2h, 1d or an ISO time")
+    summary.add_argument("--output", choices=["table", "json"], default="table")
+    summary.set_defaults(func=cmd_summary)
 
     for name, func, what in (
         ("findings", cmd_findings, "list stored findings"),

@@ -18,6 +18,8 @@ import yaml
 
 from processors.classify import ClassifierConfig
 from processors.detectors.config import DetectorsConfig
+from processors.judge import JudgeConfig
+from processors.scoring import ScoringConfig
 from processors.window import WindowConfig
 
 
@@ -106,6 +108,8 @@ class Config:
     windows: WindowConfig = field(default_factory=WindowConfig)
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classification: ClassifierConfig = field(default_factory=ClassifierConfig)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
@@ -149,6 +153,8 @@ class Config:
             self.windows.validate()
             self.detectors.validate()
             self.classification.validate()
+            self.scoring.validate()
+            self.judge.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
 
@@ -188,6 +194,13 @@ def _coerce(current: Any, value: Any, where: str) -> Any:
     if isinstance(current, str):
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    if isinstance(current, dict):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            for k, v in value.items()
+        ):
+            raise ConfigError(f"{where}: expected a mapping of names to lists of strings")
         return value
     if isinstance(current, list | tuple):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

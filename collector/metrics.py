@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 
 from collector import __version__
 from collector.exporters.clickhouse import TABLES
-from processors.fatality import is_fatal_by_default
+from processors.conventions import FATAL_PRIOR
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def _pipeline_metrics(status: dict[str, Any]) -> Iterator[Metric]:
         FINDINGS, "Findings by failure mode; fatal by the study's prior", labels=["mode", "fatal"]
     )
     for mode, n in sorted(pipeline.get("findings_by_mode", {}).items()):
-        findings.add_metric([mode, "true" if is_fatal_by_default(mode) else "false"], n)
+        findings.add_metric([mode, "true" if mode in FATAL_PRIOR else "false"], n)
     yield findings
     yield CounterMetricFamily(
         SIGNATURES, "Run signatures written (runs closed)", value=pipeline.get("signatures", 0)

@@ -21,10 +21,11 @@ from typing import Any
 from collector.config import Config
 from collector.consumer import Accepted, Refused
 from collector.exporters.base import Exporter
+from collector.judge import JudgeStage, OpenAICompatibleJudge
 from processors import conventions
 from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory
-from processors.model import Step, StepKind, StepStatus
+from processors.model import Finding, Step, StepKind, StepStatus
 from processors.normalize import normalize_log, normalize_span
 from processors.records import LogRecord, SpanRecord
 from processors.window import RunWindows, WindowOutput
@@ -64,6 +65,8 @@ class PipelineStats:
     export_errors: int = 0
     findings: int = 0
     signatures: int = 0
+    outcomes_updated: int = 0
+    findings_refused: int = 0
     # Findings by mode, for self-metrics (fatality is derived from the mode).
     findings_by_mode: dict[str, int] = field(default_factory=dict)
 
@@ -75,7 +78,14 @@ class Pipeline:
         self.clock = clock
         classifier = ActionClassifier(config.classification)
         detectors = build_detectors(config.detectors, classifier)
-        self.windows = RunWindows(config.windows, detector_factory(detectors))
+        self.windows = RunWindows(
+            config.windows, detector_factory(detectors), keep_transcripts=config.judge.enabled
+        )
+        self.judge: JudgeStage | None = None
+        if config.judge.enabled:
+            self.judge = JudgeStage(
+                OpenAICompatibleJudge(config.judge), config.judge, self.consume_findings
+            )
         self.stats = PipelineStats()
         self._queue: queue.Queue[tuple[str, list[Any]]] = queue.Queue()
         self._queued_items = 0
@@ -94,6 +104,13 @@ class Pipeline:
     def consume_logs(self, logs: list[LogRecord]) -> Accepted:
         self._enqueue("logs", logs)
         return Accepted()
+
+    def consume_findings(self, findings: list[Finding]) -> None:
+        """Findings made outside the worker (the semantic judge), stored by the worker."""
+        try:
+            self._enqueue("findings", findings)
+        except Refused:
+            self.stats.findings_refused += len(findings)
 
     def _enqueue(self, kind: str, items: list[Any]) -> None:
         if not items:
@@ -124,6 +141,8 @@ class Pipeline:
     def start(self) -> None:
         self._worker = threading.Thread(target=self._run, name="mast-pipeline", daemon=True)
         self._worker.start()
+        if self.judge is not None:
+            self.judge.start()
 
     def stop(self) -> None:
         """Take no more, process everything queued, close every open run, flush the store."""
@@ -133,6 +152,10 @@ class Pipeline:
             self._worker.join()
         self._drain()
         self._emit(self.windows.close_all("shutdown"))
+        if self.judge is not None:
+            # Runs still waiting for the judge are judged no more; what it found so far stays.
+            self.judge.stop()
+            self._drain()
         self.exporter.flush(self.clock(), force=True)
 
     def _run(self) -> None:
@@ -163,8 +186,11 @@ class Pipeline:
         try:
             if kind == "spans":
                 self.process_spans(items)
-            else:
+            elif kind == "logs":
                 self.process_logs(items)
+            else:
+                self.stats.findings += len(items)
+                self.exporter.add_findings(items)
         except Exception:
             # A bug in a detector must not take the collector down with every run in flight.
             log.exception("processing a batch of %d %s failed", len(items), kind)
@@ -210,6 +236,12 @@ class Pipeline:
         self._emit(self.windows.close_all("end_of_input"))
 
     def _emit(self, out: WindowOutput) -> None:
+        if self.judge is not None:
+            for transcript in out.transcripts:
+                self.judge.offer(transcript)
+        if out.outcomes:
+            self.stats.outcomes_updated += len(out.outcomes)
+            self.exporter.add_outcomes(out.outcomes)
         if not out.findings and not out.signatures:
             return
         self.stats.findings += len(out.findings)
@@ -242,6 +274,7 @@ class Pipeline:
                 "steps_duplicate": w.steps_duplicate,
                 "steps_late": w.steps_late,
                 "steps_after_close": w.steps_after_close,
+                "outcomes_after_close": w.outcomes_after_close,
                 "steps_trimmed": w.steps_trimmed,
                 "pending_overflow": w.pending_overflow,
             },

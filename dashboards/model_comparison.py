@@ -9,16 +9,17 @@ from grafana_foundation_sdk.models import dashboard as model
 from dashboards import panels as p
 from dashboards.sources import MODE_CODES_SQL, MODE_NAMES_SQL, SIGNATURES, run_filters
 from dashboards.variables import run_filters as filter_variables
+from processors.scoring import ScoringConfig
 
 UID = "mast-models"
 TITLE = "mast-otel · Model comparison"
 
-# A mode is fatal for a model when it shows in at least this much larger a share of its
-# failed runs than of its successful ones (20 percentage points: the study's fatal modes
-# sit at +43 to +52, its benign ones near zero).
-FATAL_LIFT = 0.2
-# Below this many failed or successful runs a lift is noise: say so instead of a verdict.
-MIN_RUNS = 5
+# The collector's own fatality rule (processors/scoring.py): a mode is fatal for a model when
+# it shows in a share of its failed runs at least this much larger than of its successful
+# ones (the study's fatal modes sit at +43 to +52 points, its benign ones near zero), and
+# below this many runs of either outcome a lift is noise: no verdict.
+FATAL_LIFT = ScoringConfig().min_lift
+MIN_RUNS = ScoringConfig().min_runs_per_outcome
 
 _FAILED = "Outcome = 'failure'"
 _SUCCEEDED = "Outcome = 'success'"

@@ -7,8 +7,7 @@ entry of a dashboard's `SQL` mapping, not the SQL scattered across panels.
 
 from __future__ import annotations
 
-from processors.conventions import MODES
-from processors.fatality import DEFAULT_FATAL_MODES
+from processors.conventions import FATAL_PRIOR, MODES
 
 DATABASE = "${database}"
 
@@ -24,7 +23,7 @@ def _quoted(values: list[str]) -> str:
 
 
 # Fatal vs benign: the study's prior until per-model lift is stored with each finding.
-FATAL_MODES_SQL = _quoted(sorted(DEFAULT_FATAL_MODES))
+FATAL_MODES_SQL = _quoted(sorted(FATAL_PRIOR))
 FATAL = f"Mode IN ({FATAL_MODES_SQL})"
 # A run shows a fatal mode (on mast_signatures).
 RUN_HAS_FATAL = f"hasAny(Modes, [{FATAL_MODES_SQL}])"

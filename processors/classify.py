@@ -174,7 +174,8 @@ class ActionClassifier:
             targets.add(name.lower())
         for namespace in _NAMESPACE_FLAG.findall(text):
             targets.add(namespace.lower())
-        return frozenset(targets)
+        # A name at the end of a sentence keeps its full stop out ("deployment/checkout.").
+        return frozenset(t.rstrip(".-") for t in targets if t.rstrip(".-"))
 
     def canonical_call(self, tool_name: str, arguments: str) -> str:
         """The call with argument key order, whitespace and volatile fields removed, so that

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.model import Finding, RunSignature, Step, StepKind
+from processors.judge import Transcript
+from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Run:
         "detectors",
         "end_ns",
         "errors",
+        "evaluations",
         "input_tokens",
         "last_seen",
         "llm_calls",
@@ -114,6 +116,7 @@ class Run:
         self.llm_calls = 0
         self.tool_calls = 0
         self.errors = 0
+        self.evaluations = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.models: Counter[str] = Counter()
@@ -136,6 +139,8 @@ class Run:
             self.tool_calls += 1
         if step.failed:
             self.errors += 1
+        if step.kind is StepKind.EVALUATION:
+            self.evaluations += 1
         self.input_tokens += step.input_tokens or 0
         self.output_tokens += step.output_tokens or 0
         if step.agent:
@@ -147,8 +152,7 @@ class Run:
 
     def signature(self) -> RunSignature:
         root = self.root
-        outcome = _outcome(self.attributes)
-        score = _as_float(self.attributes.get(conventions.RUN_SCORE))
+        outcome, score = run_outcome(self.attributes)
         return RunSignature(
             trace_id=self.trace_id,
             service=(root.service if root and root.service else _most_common(self.services)),
@@ -187,17 +191,18 @@ _SUCCESS_WORDS = frozenset({"success", "succeeded", "pass", "passed", "resolved"
 _FAILURE_WORDS = frozenset({"failure", "failed", "fail", "unresolved", "error", "false"})
 
 
-def _outcome(attributes: dict[str, Any]) -> str:
-    """`success`, `failure` or "" (unknown), from the run's outcome attribute."""
+def run_outcome(attributes: dict[str, Any]) -> tuple[str, float | None]:
+    """(`success`, `failure` or "" for unknown; the score or None) from run attributes."""
+    score = _as_float(attributes.get(conventions.RUN_SCORE))
     value = attributes.get(conventions.RUN_OUTCOME)
     if value is None:
-        return ""
+        return "", score
     word = str(value).strip().lower()
     if word in _SUCCESS_WORDS:
-        return "success"
+        return "success", score
     if word in _FAILURE_WORDS:
-        return "failure"
-    return ""
+        return "failure", score
+    return "", score
 
 
 @dataclass
@@ -209,6 +214,7 @@ class WindowStats:
     steps_duplicate: int = 0
     steps_late: int = 0
     steps_after_close: int = 0
+    outcomes_after_close: int = 0
     steps_trimmed: int = 0
     pending_overflow: int = 0
 
@@ -217,18 +223,26 @@ class WindowStats:
 class WindowOutput:
     findings: list[Finding] = field(default_factory=list)
     signatures: list[RunSignature] = field(default_factory=list)
+    outcomes: list[OutcomeUpdate] = field(default_factory=list)
+    # The closed runs' recent steps, when someone (a semantic judge) asked to read them.
+    transcripts: list[Transcript] = field(default_factory=list)
 
     def extend(self, other: WindowOutput) -> None:
         self.findings.extend(other.findings)
         self.signatures.extend(other.signatures)
+        self.outcomes.extend(other.outcomes)
+        self.transcripts.extend(other.transcripts)
 
 
 class RunWindows:
     """All open runs: add steps as they arrive, `tick` to release and close."""
 
-    def __init__(self, config: WindowConfig, open_detectors: DetectorFactory) -> None:
+    def __init__(
+        self, config: WindowConfig, open_detectors: DetectorFactory, keep_transcripts: bool = False
+    ) -> None:
         self.config = config
         self._open_detectors = open_detectors
+        self.keep_transcripts = keep_transcripts
         # Least recently active first: idle closing and eviction pop from the front.
         self._runs: OrderedDict[str, Run] = OrderedDict()
         # Runs with steps waiting, by when their oldest waiting step arrived.
@@ -247,7 +261,12 @@ class RunWindows:
         self.stats.steps_received += 1
         trace_id = step.trace_id
         if trace_id in self._closed:
-            self.stats.steps_after_close += 1
+            outcome, score = run_outcome(step.run_attributes)
+            if outcome or score is not None:
+                self.stats.outcomes_after_close += 1
+                out.outcomes.append(OutcomeUpdate(trace_id, outcome, score))
+            else:
+                self.stats.steps_after_close += 1
             return out
         run = self._runs.get(trace_id)
         if run is None:
@@ -350,9 +369,16 @@ class RunWindows:
         out = WindowOutput()
         out.findings.extend(self._release(run, None))
         run.closed_by = reason
-        for detector in run.detectors:
-            out.findings.extend(self._stamp(run, detector.on_close(run)))
-        out.signatures.append(run.signature())
+        if run.root is None and run.evaluations and run.evaluations == run.steps_seen:
+            # Only a verdict on a run closed too long ago to remember: update, do not invent.
+            outcome, score = run_outcome(run.attributes)
+            out.outcomes.append(OutcomeUpdate(run.trace_id, outcome, score))
+        else:
+            for detector in run.detectors:
+                out.findings.extend(self._stamp(run, detector.on_close(run)))
+            out.signatures.append(run.signature())
+            if self.keep_transcripts:
+                out.transcripts.append(Transcript(run.trace_id, tuple(run.window)))
         self._runs.pop(run.trace_id, None)
         self._closed[run.trace_id] = None
         if len(self._closed) > self.config.closed_runs_remembered:

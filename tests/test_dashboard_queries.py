@@ -384,9 +384,9 @@ def test_spike_is_relative_to_the_models_baseline(seeded):
 
 
 def alerts_fatal() -> frozenset[str]:
-    from processors.fatality import DEFAULT_FATAL_MODES
+    from processors.conventions import FATAL_PRIOR
 
-    return DEFAULT_FATAL_MODES
+    return FATAL_PRIOR
 
 
 def test_grafana_rule_files_carry_the_tested_sql():

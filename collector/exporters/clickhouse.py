@@ -18,9 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from collector.queries import record_outcome
 from collector.store import Store
 from processors.conventions import MODE_CODES, MODES_BY_CODE
-from processors.model import Finding, RunSignature
+from processors.model import Finding, OutcomeUpdate, RunSignature
 from processors.records import AttrValue, LogRecord, SpanRecord
 
 log = logging.getLogger(__name__)
@@ -128,12 +129,19 @@ class ClickHouseExporter:
         self._logs: list[LogRecord] = []
         self._findings: list[Finding] = []
         self._signatures: list[RunSignature] = []
+        self._outcomes: list[OutcomeUpdate] = []
         self._last_flush = time.monotonic()
         self.stats = ExporterStats()
 
     @property
     def buffered_rows(self) -> int:
-        return len(self._spans) + len(self._logs) + len(self._findings) + len(self._signatures)
+        return (
+            len(self._spans)
+            + len(self._logs)
+            + len(self._findings)
+            + len(self._signatures)
+            + len(self._outcomes)
+        )
 
     def add_spans(self, spans: list[SpanRecord]) -> None:
         self._spans.extend(spans)
@@ -146,6 +154,9 @@ class ClickHouseExporter:
 
     def add_signatures(self, signatures: list[RunSignature]) -> None:
         self._signatures.extend(signatures)
+
+    def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
+        self._outcomes.extend(outcomes)
 
     def flush(self, now: float, force: bool = False) -> None:
         due = now - self._last_flush >= self.flush_interval_s
@@ -176,6 +187,15 @@ class ClickHouseExporter:
             self.stats.batches_written += 1
             self.stats.rows_written[name] = self.stats.rows_written.get(name, 0) + len(rows)
             rows.clear()
+        # After the signatures: an outcome rewrites the stored signature of its run.
+        while self._outcomes:
+            update = self._outcomes[0]
+            try:
+                record_outcome(self.store, update.trace_id, update.outcome, update.score)
+            except Exception:
+                self.stats.write_errors += 1
+                raise
+            self._outcomes.pop(0)
 
     def close(self) -> None:
         self.flush(time.monotonic(), force=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from processors.detectors.signals import SignalsConfig
+
 
 @dataclass
 class StepRepetitionConfig:
@@ -48,14 +50,159 @@ class MissingVerificationConfig:
 
 
 @dataclass
+class TaskSpecificationConfig:
+    enabled: bool = True
+    # Defaults for every run; a run's own `mast.task.*` attributes take precedence.
+    allowed_tools: list[str] = field(default_factory=list)
+    read_only: bool = False
+    # Budgets; 0 means none. Steps are model calls plus tool calls.
+    max_steps: int = 0
+    max_seconds: float = 0.0
+    max_tokens: int = 0
+    max_findings_per_run: int = 5
+
+
+@dataclass
+class RoleSpecificationConfig:
+    enabled: bool = True
+    # Agent name → the tools its role may use (a `mast.agent.allowed_tools` attribute on the
+    # agent's span takes precedence).
+    agent_tools: dict[str, list[str]] = field(default_factory=dict)
+    # Agents whose role is to investigate, not to change anything (regular expressions on the
+    # agent name; `mast.agent.read_only` on the agent's span also says so).
+    read_only_agents: list[str] = field(default_factory=list)
+    max_findings_per_run: int = 5
+
+
+@dataclass
+class TerminationAwarenessConfig:
+    enabled: bool = True
+    # Tool calls by the same agent after its final answer that show it did not stop.
+    calls_after_final_answer: int = 1
+    # Tool calls after a check showed the problem solved.
+    calls_after_success: int = 3
+    # Steps past the step budget (mast.task.max_steps) before the run counts as not stopping.
+    steps_past_budget: int = 3
+    # The run's last tool calls are all one repeated call: it ended inside a loop.
+    final_loop_length: int = 3
+
+
+@dataclass
+class ConversationResetConfig:
+    enabled: bool = True
+    # The context must have grown by this many messages (or doubled in tokens) before a fall
+    # back to the opening size counts as a reset.
+    min_growth_messages: int = 3
+    # "Back to the opening size": within this factor of the agent's first call.
+    opening_tolerance: float = 1.15
+
+
+@dataclass
+class ClarificationConfig:
+    enabled: bool = True
+    # Also report changes to a resource no input named (task, user, tool results).
+    check_unnamed_targets: bool = True
+
+
+@dataclass
+class DerailmentConfig:
+    enabled: bool = True
+    # Consecutive tool calls on resources unrelated to the task and the evidence so far.
+    min_off_task_steps: int = 4
+
+
+@dataclass
+class WithholdingConfig:
+    enabled: bool = True
+
+
+@dataclass
+class IgnoredInputConfig:
+    enabled: bool = True
+    # The receiver must have made at least this many tool calls for "never acted on it".
+    min_receiver_calls: int = 2
+
+
+@dataclass
+class ReasoningActionConfig:
+    enabled: bool = True
+    max_findings_per_run: int = 5
+    # Observations a model may state only if a tool result showed them.
+    observation_terms: list[str] = field(
+        default_factory=lambda: [
+            "CrashLoopBackOff",
+            "OOMKilled",
+            "ImagePullBackOff",
+            "ErrImagePull",
+            "Evicted",
+            "NotReady",
+            "connection refused",
+            "out of memory",
+            "disk full",
+            "certificate expired",
+        ]
+    )
+
+
+@dataclass
+class PrematureTerminationConfig:
+    enabled: bool = True
+    # When set, a run whose final answer does not match this is missing its deliverable
+    # (for example "root cause" for incident triage).
+    required_final_pattern: str = ""
+
+
+@dataclass
+class IncorrectVerificationConfig:
+    enabled: bool = True
+    # A check sooner than this after the change may not see its effect yet.
+    min_settle_seconds: float = 5.0
+
+
+@dataclass
 class DetectorsConfig:
+    signals: SignalsConfig = field(default_factory=SignalsConfig)
+    task_specification: TaskSpecificationConfig = field(default_factory=TaskSpecificationConfig)
+    role_specification: RoleSpecificationConfig = field(default_factory=RoleSpecificationConfig)
     step_repetition: StepRepetitionConfig = field(default_factory=StepRepetitionConfig)
     history_loss: HistoryLossConfig = field(default_factory=HistoryLossConfig)
+    termination_awareness: TerminationAwarenessConfig = field(
+        default_factory=TerminationAwarenessConfig
+    )
+    conversation_reset: ConversationResetConfig = field(default_factory=ConversationResetConfig)
+    clarification: ClarificationConfig = field(default_factory=ClarificationConfig)
+    derailment: DerailmentConfig = field(default_factory=DerailmentConfig)
+    withholding: WithholdingConfig = field(default_factory=WithholdingConfig)
+    ignored_input: IgnoredInputConfig = field(default_factory=IgnoredInputConfig)
+    reasoning_action: ReasoningActionConfig = field(default_factory=ReasoningActionConfig)
+    premature_termination: PrematureTerminationConfig = field(
+        default_factory=PrematureTerminationConfig
+    )
     missing_verification: MissingVerificationConfig = field(
         default_factory=MissingVerificationConfig
     )
+    incorrect_verification: IncorrectVerificationConfig = field(
+        default_factory=IncorrectVerificationConfig
+    )
 
     def validate(self) -> None:
+        self.signals.validate()
+        for pattern in self.role_specification.read_only_agents:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.role_specification.read_only_agents: {pattern!r} is not a "
+                    f"valid regular expression ({exc})"
+                ) from exc
+        if self.premature_termination.required_final_pattern:
+            try:
+                re.compile(self.premature_termination.required_final_pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.premature_termination.required_final_pattern: invalid "
+                    f"regular expression ({exc})"
+                ) from exc
         rep = self.step_repetition
         if rep.min_repeats < 2:
             raise ValueError("detectors.step_repetition.min_repeats must be at least 2")
