@@ -95,6 +95,13 @@ class StorageConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    # The collector's own metrics are always on GET /metrics of the OTLP/HTTP receiver. Set
+    # HOST:PORT here to serve them on a listener of their own too ("" = no extra listener).
+    metrics_endpoint: str = ""
+
+
+@dataclass
 class Config:
     receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -104,6 +111,7 @@ class Config:
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
     def validate(self) -> None:
         """Fail at start, with the key to fix, rather than misbehave later."""
@@ -112,6 +120,8 @@ class Config:
             ("receivers.http.endpoint", self.receivers.http.endpoint),
         ):
             parse_endpoint(endpoint, key)
+        if self.telemetry.metrics_endpoint:
+            parse_endpoint(self.telemetry.metrics_endpoint, "telemetry.metrics_endpoint")
         positive = {
             "receivers.grpc.max_message_bytes": self.receivers.grpc.max_message_bytes,
             "receivers.grpc.max_workers": self.receivers.grpc.max_workers,
