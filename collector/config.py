@@ -132,6 +132,15 @@ class ShardingConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    """The collector's own metrics (Prometheus exposition of what /healthz reports)."""
+
+    # The collector's own metrics are always on GET /metrics of the OTLP/HTTP receiver. Set
+    # HOST:PORT here to serve them on a listener of their own too ("" = no extra listener).
+    metrics_endpoint: str = ""
+
+
+@dataclass
 class Config:
     """The whole configuration; each section is a key at the top of the YAML file."""
 
@@ -143,6 +152,7 @@ class Config:
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
 
     def validate(self) -> None:
@@ -152,6 +162,8 @@ class Config:
             ("receivers.http.endpoint", self.receivers.http.endpoint),
         ):
             parse_endpoint(endpoint, key)
+        if self.telemetry.metrics_endpoint:
+            parse_endpoint(self.telemetry.metrics_endpoint, "telemetry.metrics_endpoint")
         positive = {
             "receivers.grpc.max_message_bytes": self.receivers.grpc.max_message_bytes,
             "receivers.grpc.max_workers": self.receivers.grpc.max_workers,
@@ -284,3 +296,18 @@ EXAMPLE_HEADER = (
 def example_yaml() -> str:
     """Every option at its default, as YAML (deploy/config.example.yaml is this)."""
     return EXAMPLE_HEADER + yaml.safe_dump(dataclasses.asdict(Config()), sort_keys=False, width=200)
+
+
+def on_free_loopback_ports(config: Config, data_dir: str | Path | None = None) -> Config:
+    """The same config with both receivers on free loopback ports (and, if given, another
+    store directory): for the demo, which must not collide with a running `serve`, and tests."""
+    receivers = dataclasses.replace(
+        config.receivers,
+        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
+        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
+    )
+    config = dataclasses.replace(config, receivers=receivers)
+    if data_dir is not None:
+        storage = dataclasses.replace(config.storage, data_dir=str(data_dir))
+        config = dataclasses.replace(config, storage=storage)
+    return config

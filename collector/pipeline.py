@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector.config import Config
@@ -67,6 +67,8 @@ class PipelineStats:
     signatures: int = 0
     outcomes_updated: int = 0
     findings_refused: int = 0
+    # Findings by mode, for self-metrics (fatality is derived from the mode).
+    findings_by_mode: dict[str, int] = field(default_factory=dict)
 
 
 class Pipeline:
@@ -258,6 +260,9 @@ class Pipeline:
         if not out.findings and not out.signatures:
             return
         self.stats.findings += len(out.findings)
+        by_mode = self.stats.findings_by_mode
+        for finding in out.findings:
+            by_mode[finding.mode] = by_mode.get(finding.mode, 0) + 1
         self.stats.signatures += len(out.signatures)
         if out.findings:
             self.exporter.add_findings(out.findings)
@@ -272,7 +277,10 @@ class Pipeline:
             "queue_items": self._queued_items,
             "queue_max_items": self.config.pipeline.queue_max_items,
             "active_runs": self.windows.active_runs,
-            "pipeline": vars(self.stats).copy(),
+            "pipeline": {
+                **vars(self.stats),
+                "findings_by_mode": dict(self.stats.findings_by_mode),
+            },
             "windows": {
                 "runs_opened": w.runs_opened,
                 "runs_closed": dict(w.runs_closed),

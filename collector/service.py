@@ -11,6 +11,7 @@ from typing import Any
 
 from collector.config import Config, parse_endpoint
 from collector.exporters.clickhouse import ClickHouseExporter
+from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
@@ -37,6 +38,8 @@ class Service:
             self.pipeline.after_export(self.split_runs.check)
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
+        self.metrics_registry = registry_for(self.health)
+        self.metrics_server: MetricsServer | None = None
         self._stopped = threading.Event()
 
     def start(self) -> None:
@@ -61,8 +64,14 @@ class Service:
                 max_value_depth=receivers.max_value_depth,
                 socket_timeout_s=receivers.http.socket_timeout_s,
                 health_check=lambda: (200, json.dumps(self.health())),
+                metrics=lambda: exposition(self.metrics_registry),
             )
             self.http.start()
+        if self.config.telemetry.metrics_endpoint:
+            host, port = parse_endpoint(
+                self.config.telemetry.metrics_endpoint, "telemetry.metrics_endpoint"
+            )
+            self.metrics_server = MetricsServer(self.metrics_registry, host, port)
 
     @property
     def grpc_port(self) -> int:
@@ -74,10 +83,14 @@ class Service:
 
     def health(self) -> dict[str, Any]:
         status = self.pipeline.health()
+        exporter = self.exporter.stats
         status["store"] = {
             "buffered_rows": self.exporter.buffered_rows,
-            "write_errors": self.exporter.stats.write_errors,
-            "rows_written": dict(self.exporter.stats.rows_written),
+            "write_errors": exporter.write_errors,
+            "rows_written": dict(exporter.rows_written),
+            "batches_written": exporter.batches_written,
+            "write_errors_by_table": dict(exporter.write_errors_by_table),
+            "write_seconds": exporter.write_seconds.snapshot(),
         }
         if self.split_runs:
             status["sharding"] = self.split_runs.health()
@@ -96,6 +109,8 @@ class Service:
             self.grpc.shutdown(grace_s)
         if self.http:
             self.http.shutdown()
+        if self.metrics_server:
+            self.metrics_server.shutdown()
         self.pipeline.stop()
         self.store.close()
 

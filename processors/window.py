@@ -75,6 +75,7 @@ class Run:
     """What the collector knows about one run while it is open."""
 
     __slots__ = (
+        "acting_agent",
         "agents",
         "attributes",
         "close_at",
@@ -84,6 +85,7 @@ class Run:
         "end_ns",
         "errors",
         "evaluations",
+        "expected_agent",
         "input_tokens",
         "last_seen",
         "llm_calls",
@@ -126,6 +128,8 @@ class Run:
         self.agents: Counter[str] = Counter()
         self.services: Counter[str] = Counter()
         self.conversation_id = ""
+        self.acting_agent = ""
+        self.expected_agent = ""
 
     def record(self, step: Step) -> None:
         """Fold a released step into the run's totals and window."""
@@ -152,6 +156,38 @@ class Run:
             self.services[step.service] += 1
         if step.conversation_id and not self.conversation_id:
             self.conversation_id = step.conversation_id
+
+    def implied_handoff(self, step: Step) -> Step | None:
+        """A hand-off no span spelled out: another agent starts acting (a sub-agent invoked
+        under this one, an OpenInference agent span, a framework with no hand-off tool). It is
+        shown to detectors as a HANDOFF step from the agent that acted last; the message is
+        what the new agent was first told."""
+        if step.kind is StepKind.HANDOFF:
+            self.expected_agent = step.target_agent
+            return None
+        if step.kind not in (StepKind.LLM, StepKind.TOOL) or not step.agent:
+            return None
+        previous, self.acting_agent = self.acting_agent, step.agent
+        if step.agent == self.expected_agent:
+            self.expected_agent = ""  # the hand-off a span announced has happened
+            return None
+        if not previous or previous == step.agent:
+            return None
+        return Step(
+            trace_id=step.trace_id,
+            # Shown at the new agent's first step: findings must point at spans that exist.
+            span_id=step.span_id,
+            parent_span_id=step.parent_span_id,
+            name=f"handoff from {previous} to {step.agent}",
+            kind=StepKind.HANDOFF,
+            start_ns=step.start_ns,
+            end_ns=step.start_ns,
+            dialect=step.dialect,
+            service=step.service,
+            agent=previous,
+            target_agent=step.agent,
+            input_text=step.input_text if step.kind is StepKind.LLM else "",
+        )
 
     def signature(self) -> RunSignature:
         root = self.root
@@ -363,6 +399,10 @@ class RunWindows:
                 self.stats.steps_late += 1
             if len(run.window) == run.window.maxlen:
                 self.stats.steps_trimmed += 1
+            implied = run.implied_handoff(step)
+            if implied is not None:
+                for detector in run.detectors:
+                    findings.extend(self._stamp(run, detector.on_step(implied, run)))
             run.record(step)
             for detector in run.detectors:
                 findings.extend(self._stamp(run, detector.on_step(step, run)))

@@ -3,13 +3,12 @@ the labels: per-mode precision and recall, and per-run agreement."""
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from collector import queries
-from collector.config import Config, load_config
+from collector.config import load_config, on_free_loopback_ports
 from collector.demo.agent import AgentRun, Scenario
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
@@ -52,17 +51,6 @@ class ModeScore:
         return self.true_positives / actual if actual else 1.0
 
 
-def loopback_config(data_dir: str) -> Config:
-    config = load_config()
-    receivers = dataclasses.replace(
-        config.receivers,
-        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
-        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
-    )
-    storage = dataclasses.replace(config.storage, data_dir=data_dir)
-    return dataclasses.replace(config, receivers=receivers, storage=storage)
-
-
 def replay(
     scenarios: tuple[Scenario, ...] = CORPUS,
     dialects: Iterable[str] = DIALECTS,
@@ -72,7 +60,7 @@ def replay(
     """Send every scenario in every dialect through the real SDK to a collector on loopback,
     then read back what it stored."""
     with tempfile.TemporaryDirectory() as scratch:
-        config = loopback_config(data_dir or scratch)
+        config = on_free_loopback_ports(load_config(), data_dir or scratch)
         service = Service(config)
         service.start()
         try:

@@ -44,7 +44,9 @@ class Act:
     kind: "tool" (call `tool` with `command`/`arguments`; `say` overrides the reasoning),
     "final" (answer `text`), "forget" (lose the middle of the history), "reset" (start over
     from the opening prompt), "summarize" (a summarizer compacts the history), "handoff"
-    (hand the work to agent `target` with message `text`), "ask" (ask the user `text`, who
+    (hand the work to agent `target` with message `text` through a `transfer_to_<target>`
+    tool), "delegate" (invoke agent `target` as a sub-agent with message `text`, no hand-off
+    tool: the collector infers the hand-off), "ask" (ask the user `text`, who
     answers `answer`), "limit" (the framework stops the run with error `text`).
     """
 
@@ -215,11 +217,12 @@ class SreAgent:
             acts = list(scenario.plan)
             while acts:
                 act = acts.pop(0)
-                if act.kind == "handoff":
-                    turn.handoff(act)
+                if act.kind in ("handoff", "delegate"):
+                    if act.kind == "handoff":
+                        turn.handoff(act)
                     # The receiving agent works inside its own agent span until it hands back.
                     own = []
-                    while acts and acts[0].kind != "handoff":
+                    while acts and acts[0].kind not in ("handoff", "delegate"):
                         own.append(acts.pop(0))
                     turn = turn.delegate(
                         act, own, agent_attributes.get(act.target, {}), conversation

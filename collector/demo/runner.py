@@ -5,7 +5,6 @@ Collector in front of mast-otel replicas, say), once or in a loop."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from collector import queries
-from collector.config import Config
+from collector.config import Config, on_free_loopback_ports
 from collector.demo.agent import SCENARIOS, AgentRun, Scenario, SreAgent, tracer_provider
 from collector.service import Service
 from collector.store import ChdbStore
@@ -120,13 +119,7 @@ def send_runs(
 def run_demo(
     config: Config, transport: str = "grpc", dialects: list[str] | None = None
 ) -> DemoResult:
-    # The demo listens on free loopback ports so it never collides with a running `serve`.
-    receivers = dataclasses.replace(
-        config.receivers,
-        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
-        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
-    )
-    config = dataclasses.replace(config, receivers=receivers)
+    config = on_free_loopback_ports(config)
     service = Service(config)
     service.start()
     try:

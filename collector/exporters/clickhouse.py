@@ -60,12 +60,64 @@ def _str_map(attributes: dict[str, AttrValue]) -> list[tuple[str, str]]:
     return [(key, attr_to_str(value)) for key, value in attributes.items()]
 
 
+# The tables this exporter writes, in write order.
+TABLES: tuple[str, ...] = ("otel_traces", "otel_logs", "mast_findings", "mast_signatures")
+
+# Upper bounds (seconds) of the write-latency histogram: an embedded insert takes milliseconds,
+# a remote server under load seconds; past 10 s a batch is in trouble whatever the cause.
+WRITE_SECONDS_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+@dataclass
+class LatencyHistogram:
+    """Cumulative-bucket histogram of durations, read by self-metrics as a snapshot."""
+
+    bounds: tuple[float, ...] = WRITE_SECONDS_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * (len(WRITE_SECONDS_BUCKETS) + 1))
+    total_seconds: float = 0.0
+    count: int = 0
+
+    def observe(self, seconds: float) -> None:
+        index = next((i for i, bound in enumerate(self.bounds) if seconds <= bound), -1)
+        self.counts[index] += 1
+        self.total_seconds += seconds
+        self.count += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Cumulative counts per upper bound as Prometheus writes it ("0.005", ..., "+Inf"),
+        the sum and the count: plain JSON, so /healthz can carry it too."""
+        cumulative: list[tuple[str, int]] = []
+        running = 0
+        labels = [repr(bound) for bound in self.bounds] + ["+Inf"]
+        for label, n in zip(labels, self.counts, strict=True):
+            running += n
+            cumulative.append((label, running))
+        return {"buckets": cumulative, "sum": self.total_seconds, "count": self.count}
+
+
 @dataclass
 class ExporterStats:
     rows_written: dict[str, int] = field(default_factory=dict)
     batches_written: int = 0
     write_errors: int = 0
     last_write_seconds: float = 0.0
+    # Failed writes by table, and how long each write took (failed ones included).
+    write_errors_by_table: dict[str, int] = field(default_factory=dict)
+    write_seconds: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 class ClickHouseExporter:
@@ -126,8 +178,12 @@ class ClickHouseExporter:
                 self.store.insert_arrow(name, build())
             except Exception:
                 self.stats.write_errors += 1
+                errors = self.stats.write_errors_by_table
+                errors[name] = errors.get(name, 0) + 1
+                self.stats.write_seconds.observe(time.perf_counter() - started)
                 raise
             self.stats.last_write_seconds = time.perf_counter() - started
+            self.stats.write_seconds.observe(self.stats.last_write_seconds)
             self.stats.batches_written += 1
             self.stats.rows_written[name] = self.stats.rows_written.get(name, 0) + len(rows)
             rows.clear()
