@@ -51,9 +51,12 @@ class HashRing:
         self._positions = [p for p, _ in items]
 
     def endpoint_for(self, identifier: bytes) -> str:
+        return self.endpoint_at(zlib.crc32(identifier) % MAX_POSITIONS)
+
+    def endpoint_at(self, position: int) -> str:
+        """The first item at or after `position`, wrapping round (upstream's `bsearch`)."""
         if not self.items:
             return ""
-        position = zlib.crc32(identifier) % MAX_POSITIONS
         index = bisect.bisect_left(self._positions, position)
         return self.items[index % len(self.items)][1]
 
