@@ -168,8 +168,9 @@ def static_ring(endpoints: list[str], _: int) -> HashRing:
     return HashRing(endpoints)
 
 
-# Replicas come and go every few spans: 2 of 3, then all 3, then the other two, ...
-MEMBERSHIP = ((0, 1), (0, 1, 2), (1, 2), (0, 2), (0, 1, 2))
+# Replicas come and go every few spans: 2 of 3, then all 3, then the other two, then one
+# alone (which sends it every trace), ...: runs get split over two and over three replicas.
+MEMBERSHIP = ((0, 1), (0, 1, 2), (1, 2), (0,), (0, 2), (2,), (0, 1, 2), (1,))
 SPANS_PER_CHANGE = 7
 
 
@@ -229,6 +230,7 @@ def test_static_ring_finds_what_one_collector_finds(static: Outcome) -> None:
 def test_replicas_changing_mid_run_split_runs_across_replicas(churn: Outcome) -> None:
     split = {t for t, endpoints in churn.routes.items() if len(endpoints) > 1}
     assert len(split) >= 5, f"only {len(split)} runs were split; the test would prove little"
+    assert any(len(churn.routes[t]) == 3 for t in split), "no run reached three replicas"
     for trace_id in split:
         whole = int(churn.baseline_signatures[trace_id]["steps"])
         # Each replica saw only its part of the run live ...
