@@ -64,7 +64,7 @@ class DatabaseView(ChdbStore):
         return None
 
 
-def replica_config(fleet: bool) -> Config:
+def replica_config(fleet: bool, merge: bool = True) -> Config:
     config = load_config()
     receivers = dataclasses.replace(
         config.receivers,
@@ -79,7 +79,7 @@ def replica_config(fleet: bool) -> Config:
         storage=dataclasses.replace(
             config.storage, database="fleet" if fleet else "baseline", flush_interval_s=0.2
         ),
-        sharding=dataclasses.replace(config.sharding, merge_split_runs=fleet),
+        sharding=dataclasses.replace(config.sharding, merge_split_runs=fleet and merge),
     )
 
 
@@ -106,11 +106,16 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
 
 
 def run_fleet(
-    store: ChdbStore, replicas: int, ring_for: Callable[[list[str], int], HashRing]
+    store: ChdbStore,
+    replicas: int,
+    ring_for: Callable[[list[str], int], HashRing],
+    merge: bool = True,
 ) -> Outcome:
+    for database in ("baseline", "fleet"):
+        store.execute(f"DROP DATABASE IF EXISTS {database}")
     baseline = Service(replica_config(fleet=False), DatabaseView.of(store, "baseline"))
     fleet = [
-        Service(replica_config(fleet=True), DatabaseView.of(store, "fleet"))
+        Service(replica_config(fleet=True, merge=merge), DatabaseView.of(store, "fleet"))
         for _ in range(replicas)
     ]
     live_steps: dict[str, list[int]] = {}
@@ -193,8 +198,6 @@ def static(store: ChdbStore) -> Outcome:
 
 @pytest.fixture(scope="module")
 def churn(store: ChdbStore) -> Outcome:
-    for database in ("baseline", "fleet"):
-        store.execute(f"DROP DATABASE IF EXISTS {database}")
     return run_fleet(store, 3, churning_ring)
 
 
@@ -242,3 +245,17 @@ def test_replicas_changing_mid_run_split_runs_across_replicas(churn: Outcome) ->
 
 def test_split_runs_are_merged_into_what_one_collector_finds(churn: Outcome) -> None:
     assert_same_results(churn)
+
+
+def test_without_the_merge_split_runs_keep_partial_results(store: ChdbStore) -> None:
+    """The control: the same churn with `sharding.merge_split_runs` off leaves every split run
+    with the signature of a part, so the merge is what makes the results above whole."""
+    unmerged = run_fleet(store, 3, churning_ring, merge=False)
+    split = {t for t, endpoints in unmerged.routes.items() if len(endpoints) > 1}
+    assert split
+    for trace_id in split:
+        part = int(unmerged.fleet_signatures[trace_id]["steps"])
+        assert part < int(unmerged.baseline_signatures[trace_id]["steps"])
+    whole = {t for t in unmerged.routes if t not in split}
+    for trace_id in whole:
+        assert unmerged.fleet_signatures[trace_id] == unmerged.baseline_signatures[trace_id]
