@@ -10,6 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from collector import config as collector_config
+
+# The server and cluster shapes write to a ClickHouse server (`storage.backend: clickhouse`,
+# `storage.clickhouse.*`, `storage.cluster`). Where this build of the collector does not have
+# that backend yet, loading those configurations must fail with a ConfigError, and the tests
+# that load them are expected to fail for exactly that reason; once the backend is there,
+# they run as ordinary tests.
+CLICKHOUSE_BACKEND = "clickhouse" in getattr(collector_config, "STORAGE_BACKENDS", ())
+needs_clickhouse_backend = pytest.mark.xfail(
+    not CLICKHOUSE_BACKEND,
+    reason="storage.backend: clickhouse is not in this build of the collector",
+    raises=collector_config.ConfigError,
+    strict=True,
+)
+
 OTELCOL_SECTIONS = {"receivers", "processors", "exporters", "extensions", "connectors", "service"}
 LOADBALANCING_KEYS = {
     "routing_key",

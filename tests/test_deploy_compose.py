@@ -22,6 +22,7 @@ from collector.config import load_config, parse_endpoint
 from tests.deploy_checks import (
     check_otelcol_config,
     loadbalancing_exporters,
+    needs_clickhouse_backend,
     pipelines_exporting_to,
 )
 
@@ -92,10 +93,23 @@ def test_references_between_services_volumes_and_files_resolve() -> None:
     assert services["demo-agent"]["image"] == services["mast-otel"]["image"]
 
 
+def replica_yaml() -> dict[str, Any]:
+    """The replicas' configuration as written (for the ports and names other files use)."""
+    path = mounted_config("mast-otel", "/etc/mast-otel/config.yaml")
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    return data
+
+
+def replica_port(receiver: str) -> int:
+    return parse_endpoint(replica_yaml()["receivers"][receiver]["endpoint"], receiver)[1]
+
+
 def replica_config() -> Any:
+    """The replicas' configuration as mast-otel loads and validates it."""
     return load_config(mounted_config("mast-otel", "/etc/mast-otel/config.yaml"))
 
 
+@needs_clickhouse_backend
 def test_replicas_listen_on_all_interfaces_share_clickhouse_and_merge_split_runs() -> None:
     config = replica_config()
     assert parse_endpoint(config.receivers.grpc.endpoint, "grpc")[0] == "0.0.0.0"
@@ -110,7 +124,19 @@ def test_replica_command_line_is_one_mast_otel_accepts() -> None:
     args = build_parser().parse_args(service("mast-otel")["command"])
     assert args.command == "serve"
     assert args.config == "/etc/mast-otel/config.yaml"
-    assert "@clickhouse:8123" in args.clickhouse_url
+
+
+@needs_clickhouse_backend
+def test_replicas_reach_clickhouse_with_the_password_from_a_secret() -> None:
+    server = replica_config().storage.clickhouse
+    assert server.url == "http://clickhouse:8123"
+    clickhouse = service("clickhouse")["environment"]
+    assert server.username == clickhouse["CLICKHOUSE_USER"]
+    (secret,) = service("mast-otel")["secrets"]
+    assert server.password_file == f"/run/secrets/{secret}"
+    # The secret and the server's password come from the same variable.
+    assert compose()["secrets"][secret] == {"environment": "CLICKHOUSE_PASSWORD"}
+    assert clickhouse["CLICKHOUSE_PASSWORD"].startswith("${CLICKHOUSE_PASSWORD")
 
 
 def test_load_balancer_routes_by_trace_id_to_the_replicas_dns_name() -> None:
@@ -122,8 +148,7 @@ def test_load_balancer_routes_by_trace_id_to_the_replicas_dns_name() -> None:
     dns = exporter["resolver"]["dns"]
     # A compose service name resolves to all of its replicas' addresses.
     assert dns["hostname"] == "mast-otel"
-    grpc_port = parse_endpoint(replica_config().receivers.grpc.endpoint, "grpc")[1]
-    assert int(dns["port"]) == grpc_port
+    assert int(dns["port"]) == replica_port("grpc")
     assert pipelines_exporting_to(config, "loadbalancing") == {"traces", "logs"}
     receivers = config["receivers"]["otlp"]["protocols"]
     assert receivers["grpc"]["endpoint"] == "0.0.0.0:4317"
@@ -159,7 +184,7 @@ def test_prometheus_config_passes_promtool_and_scrapes_every_replica(tmp_path: P
     (job,) = config["scrape_configs"]
     (sd,) = job["dns_sd_configs"]
     assert sd["names"] == ["mast-otel"]
-    assert sd["port"] == parse_endpoint(replica_config().receivers.http.endpoint, "http")[1]
+    assert sd["port"] == replica_port("http")
     assert job.get("metrics_path", "/metrics") == "/metrics"
 
 
@@ -189,7 +214,8 @@ def test_grafana_has_the_plugin_and_the_dashboards_its_provisioning_names() -> N
     for datasource in datasources:
         assert datasource["type"] in plugins | builtin, datasource["type"]
         if datasource["type"] == "grafana-clickhouse-datasource":
-            assert datasource["jsonData"]["defaultDatabase"] == replica_config().storage.database
+            database = replica_yaml()["storage"]["database"]
+            assert datasource["jsonData"]["defaultDatabase"] == database
     providers = [p for f in files.values() for p in (f or {}).get("providers", [])]
     assert providers
     mounts = bind_mounts("grafana")
@@ -201,12 +227,19 @@ def test_grafana_has_the_plugin_and_the_dashboards_its_provisioning_names() -> N
             assert json.loads(dashboard.read_text())["uid"]
 
 
-def test_every_variable_the_stack_reads_is_documented() -> None:
+def test_every_variable_the_stack_reads_is_documented_and_has_a_default() -> None:
     readme = (COMPOSE_DIR / "README.md").read_text()
     names = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", COMPOSE_FILE.read_text()))
+    names |= {s["environment"] for s in compose()["secrets"].values()}
     assert names, "the stack reads its credentials from variables"
+    defaults = dict(
+        line.split("=", 1)
+        for line in (COMPOSE_DIR / ".env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     for name in names:
         assert f"`{name}`" in readme, f"{name} is not documented in deploy/compose/README.md"
+        assert defaults.get(name), f"{name} has no default in deploy/compose/.env"
     for port in ("4317", "4318", "3000", "8123", "9000", "9090", "13133"):
         assert port in readme
 

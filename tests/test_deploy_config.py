@@ -11,6 +11,7 @@ import pytest
 
 from collector import config_reference
 from collector.config import Config, load_config, parse_endpoint
+from tests.deploy_checks import needs_clickhouse_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "deploy" / "examples"
@@ -71,6 +72,7 @@ def test_single_binary_keeps_to_loopback_and_the_embedded_store() -> None:
     assert config.sharding.merge_split_runs is False
 
 
+@needs_clickhouse_backend
 @pytest.mark.parametrize("name", ["server.yaml", "cluster.yaml"])
 def test_server_shapes_listen_on_all_interfaces_and_write_to_clickhouse(name: str) -> None:
     config = load_example(name)
@@ -79,7 +81,9 @@ def test_server_shapes_listen_on_all_interfaces_and_write_to_clickhouse(name: st
     assert config.storage.backend == "clickhouse"
 
 
+@needs_clickhouse_backend
 def test_cluster_replicas_merge_runs_split_across_them() -> None:
     config = load_example("cluster.yaml")
     assert config.sharding.merge_split_runs is True
     assert config.windows.idle_timeout_s < Config().windows.idle_timeout_s
+    assert config.storage.cluster

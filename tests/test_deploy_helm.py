@@ -7,6 +7,7 @@ so nothing is installed (README, Deploy)."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,11 @@ import yaml
 
 from collector.cli import build_parser
 from collector.config import load_config, parse_endpoint
-from tests.deploy_checks import check_otelcol_config, loadbalancing_exporters
+from tests.deploy_checks import (
+    check_otelcol_config,
+    loadbalancing_exporters,
+    needs_clickhouse_backend,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "mast-otel"
@@ -99,32 +104,53 @@ def config_of(objects: list[dict[str, Any]]) -> Any:
     return text
 
 
-def test_configmap_is_a_configuration_mast_otel_loads(tmp_path: Path) -> None:
-    for values in (PASSWORD, CHDB_SINGLE):
-        path = tmp_path / "config.yaml"
-        path.write_text(config_of(render(values)))
-        config = load_config(path)
-        assert parse_endpoint(config.receivers.grpc.endpoint, "grpc") == ("0.0.0.0", 4317)
-        assert parse_endpoint(config.receivers.http.endpoint, "http") == ("0.0.0.0", 4318)
-    clustered = tmp_path / "clustered.yaml"
-    clustered.write_text(config_of(render(PASSWORD)))
-    assert load_config(clustered).sharding.merge_split_runs is True
+def rendered_config(values: dict[str, Any], tmp_path: Path) -> Any:
+    path = tmp_path / "config.yaml"
+    path.write_text(config_of(render(values)))
+    return load_config(path)
+
+
+def test_configmap_of_a_single_embedded_replica_loads(tmp_path: Path) -> None:
+    config = rendered_config(CHDB_SINGLE, tmp_path)
+    assert parse_endpoint(config.receivers.grpc.endpoint, "grpc") == ("0.0.0.0", 4317)
+    assert parse_endpoint(config.receivers.http.endpoint, "http") == ("0.0.0.0", 4318)
+    assert config.storage.data_dir == "/var/lib/mast-otel/data"
+
+
+@needs_clickhouse_backend
+def test_configmap_of_the_replicas_loads(tmp_path: Path) -> None:
+    config = rendered_config(PASSWORD, tmp_path)
+    assert parse_endpoint(config.receivers.grpc.endpoint, "grpc") == ("0.0.0.0", 4317)
+    assert parse_endpoint(config.receivers.http.endpoint, "http") == ("0.0.0.0", 4318)
+    assert config.storage.backend == "clickhouse"
+    assert config.sharding.merge_split_runs is True
 
 
 def test_container_command_is_one_mast_otel_accepts() -> None:
-    objects = render(PASSWORD)
-    main = container(objects)
+    main = container(render(PASSWORD))
     args = build_parser().parse_args(main["args"])
     assert args.command == "serve" and args.config == "/etc/mast-otel/config.yaml"
-    env = {e["name"]: e for e in main["env"]}
-    # Kubernetes expands $(NAME) in args from the container's environment.
-    assert args.clickhouse_url == "$(MAST_OTEL_CLICKHOUSE_URL)"
-    assert env["MAST_OTEL_CLICKHOUSE_URL"]["value"] == (
-        "http://$(CLICKHOUSE_USER):$(CLICKHOUSE_PASSWORD)@clickhouse:8123"
+    assert "env" not in main  # no credential in the environment
+
+
+@needs_clickhouse_backend
+def test_password_reaches_the_collector_as_the_file_its_config_names(tmp_path: Path) -> None:
+    values = {"clickhouse": {"password": "s3cret", "cluster": "{cluster}"}}
+    objects = render(values)
+    storage = rendered_config(values, tmp_path).storage
+    assert (storage.clickhouse.url, storage.clickhouse.username) == (
+        "http://clickhouse:8123",
+        "mast",
     )
-    secret_ref = env["CLICKHOUSE_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    secret = find(objects, "Secret", secret_ref["name"])
-    assert secret_ref["key"] in secret["data"]
+    assert storage.cluster == "{cluster}"
+    main = container(objects)
+    pod = find(objects, "StatefulSet")["spec"]["template"]["spec"]
+    directory, key = storage.clickhouse.password_file.rsplit("/", 1)
+    mount = next(m for m in main["volumeMounts"] if m["mountPath"] == directory)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    secret = find(objects, "Secret", volume["secret"]["secretName"])
+    assert [i["path"] for i in volume["secret"]["items"]] == [key]
+    assert base64.b64decode(secret["data"][key]) == b"s3cret"
 
 
 def test_probes_ask_healthz_on_the_http_receiver_port() -> None:
@@ -192,14 +218,15 @@ def test_embedded_store_gets_a_volume_per_replica_and_no_secret() -> None:
     (claim,) = statefulset["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
-    assert "--clickhouse-url" not in container(objects)["args"]
+    assert not [m for m in container(objects)["volumeMounts"] if "secret" in m["mountPath"]]
 
 
 def test_existing_secret_is_used_instead_of_making_one() -> None:
     objects = render({"clickhouse": {"existingSecret": "ch-credentials"}})
     assert not [o for o in objects if o["kind"] == "Secret"]
-    env = {e["name"]: e for e in container(objects)["env"]}
-    assert env["CLICKHOUSE_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "ch-credentials"
+    pod = find(objects, "StatefulSet")["spec"]["template"]["spec"]
+    names = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    assert names == ["ch-credentials"]
 
 
 @pytest.mark.parametrize(

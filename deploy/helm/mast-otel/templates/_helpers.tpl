@@ -66,9 +66,21 @@ app.kubernetes.io/component: load-balancer
 {{- $config := mustMergeOverwrite (deepCopy .Values.config) (dict "receivers" $receivers) -}}
 {{- if eq (dig "storage" "backend" "chdb" $config) "chdb" -}}
 {{- $_ := set $config.storage "data_dir" "/var/lib/mast-otel/data" -}}
+{{- else -}}
+{{- $server := dict
+      "url" .Values.clickhouse.url
+      "username" .Values.clickhouse.username
+      "password_file" (printf "%s/%s" (include "mast-otel.secretDir" .) .Values.clickhouse.existingSecretPasswordKey) -}}
+{{- $_ := set $config.storage "clickhouse" (mustMergeOverwrite (dig "storage" "clickhouse" dict $config) $server) -}}
+{{- if .Values.clickhouse.cluster -}}
+{{- $_ := set $config.storage "cluster" .Values.clickhouse.cluster -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/* Where the ClickHouse password Secret is mounted (storage.clickhouse.password_file). */}}
+{{- define "mast-otel.secretDir" -}}/etc/mast-otel-secrets{{- end -}}
 
 {{- define "mast-otel.usesClickHouse" -}}
 {{- if eq (dig "storage" "backend" "chdb" .Values.config) "clickhouse" -}}true{{- end -}}
