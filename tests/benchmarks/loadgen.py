@@ -61,7 +61,7 @@ class _Sender:
             self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
 
     def send(self, body: bytes) -> str:
-        """"ok", "refused" (retry later) or "error"."""
+        """ "ok", "refused" (retry later) or "error"."""
         if self.transport == "grpc":
             try:
                 self.call(body, timeout=30)

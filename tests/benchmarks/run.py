@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,7 +103,9 @@ def main() -> int:
     ]
     if args.config:
         command += ["--config", args.config]
-    serve = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w"))
+    serve = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w")
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -172,9 +173,7 @@ def main() -> int:
     finally:
         store.close()
     closed = {r["t"]: int(r["closed"]) / 1000 for r in rows}
-    latencies = [
-        closed[t] - acked for t, acked in sent["run_acked_at"].items() if t in closed
-    ]
+    latencies = [closed[t] - acked for t, acked in sent["run_acked_at"].items() if t in closed]
     spans = sent["acked_spans"]
     e2e_seconds = stored_wall - sent["started_wall"]
     cpu = cpu_after - cpu_before
