@@ -103,18 +103,18 @@ def main() -> int:
     ]
     if args.config:
         command += ["--config", args.config]
-    serve = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w")
-    )
+    serve_log = (work / "serve.log").open("w")
+    serve = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=serve_log)
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
                 health(http_port)
                 break
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline or serve.poll() is not None:
-                    raise SystemExit(f"serve did not start: {(work / 'serve.log').read_text()}")
+                    log = (work / "serve.log").read_text()
+                    raise SystemExit(f"serve did not start: {log}") from exc
                 time.sleep(0.2)
         cpu_before, _ = proc_stats(serve.pid)
         endpoint = f"127.0.0.1:{grpc_port if args.transport == 'grpc' else http_port}"
@@ -163,6 +163,7 @@ def main() -> int:
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=120)
+        serve_log.close()
 
     store = ChdbStore(work / "store")
     try:
