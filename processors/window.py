@@ -438,6 +438,8 @@ class RunWindows:
                 finding.service = _most_common(run.services)
             if not finding.model:
                 finding.model = _most_common(run.models)
+            if not finding.agent:
+                finding.agent = _most_common(run.agents)
             run.mode_counts[finding.mode] += 1
             stamped.append(finding)
         return stamped

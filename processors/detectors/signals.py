@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from processors.model import Step, StepKind
 
@@ -119,7 +120,8 @@ def is_final_answer(step: Step) -> bool:
     return bool(step.output_text.strip())
 
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9._-]{2,}", re.IGNORECASE)
+_WORD = re.compile(r"[a-z0-9][a-z0-9._-]{2,}")
+_PARTS = re.compile(r"[-._]")
 _STOPWORD_TEXT = (
     "the and for with that this from into was were are has have had not but you your our its "
     "will then than there their them they what when which who why how all any can could "
@@ -130,13 +132,15 @@ _STOPWORD_TEXT = (
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
-def words(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def words(text: str) -> frozenset[str]:
     """The lower-cased words of a text that could name something (no stop words). A compound
-    name also gives its parts: a pod `checkout-7d9f` names the deployment `checkout`."""
+    name also gives its parts: a pod `checkout-7d9f` names the deployment `checkout`.
+    Cached: the same prompts and results recur across a fleet's runs."""
     found: set[str] = set()
-    for word in _WORD.findall(text):
-        word = word.lower().strip("._-")
+    for word in set(_WORD.findall(text.lower())):
+        word = word.strip("._-")
         found.add(word)
         if "-" in word or "." in word or "_" in word:
-            found.update(p for p in re.split(r"[-._]", word) if len(p) >= 3)
-    return found - _STOPWORDS
+            found.update(p for p in _PARTS.split(word) if len(p) >= 3)
+    return frozenset(found - _STOPWORDS)
