@@ -402,10 +402,14 @@ class RunWindows:
             implied = run.implied_handoff(step)
             if implied is not None:
                 for detector in run.detectors:
-                    findings.extend(self._stamp(run, detector.on_step(implied, run)))
+                    produced = detector.on_step(implied, run)
+                    if produced:
+                        findings.extend(self._stamp(run, produced))
             run.record(step)
             for detector in run.detectors:
-                findings.extend(self._stamp(run, detector.on_step(step, run)))
+                produced = detector.on_step(step, run)
+                if produced:  # most steps produce nothing: skip the bookkeeping
+                    findings.extend(self._stamp(run, produced))
         return findings
 
     def _close(self, run: Run, reason: str) -> WindowOutput:
