@@ -1,134 +1,31 @@
-"""Re-analysis of spans already stored: `mast-otel backfill`, and the piece others reuse.
+"""Re-analysis of spans already stored: `mast-otel backfill`.
 
 Spans in `otel_traces` (written by this collector or by the OpenTelemetry Collector's ClickHouse
-exporter) are read back into `SpanRecord`s and run through the same pipeline as live traffic
-(normalize → window → detectors), then findings and signatures are written. Running it twice
-changes nothing: a finding's id is a hash of (trace, span, mode, rule), findings already stored
-are not written again, and a signature that says what the stored one says is left alone.
+exporter) are read back and run through the same pipeline as live traffic (normalize → window →
+detectors: `collector.stored_traces.analyze_stored_traces`), then findings and signatures are
+written (`write_analysis`). Running it twice changes nothing: a finding's id is a hash of
+(trace, span, mode, rule), findings already stored are not written again, and a signature that
+says what the stored one says is left alone.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from collector import queries
 from collector.config import Config
 from collector.exporters.clickhouse import RetryPolicy, findings_table, insert_with_retry
-from collector.pipeline import Pipeline
 from collector.signatures import write_signature_versions
 from collector.store import Store
-from processors.conventions import RUN_ATTRIBUTE_TYPES
+from collector.stored_traces import analyze_stored_traces
 from processors.model import Finding, RunSignature
-from processors.records import AttrValue, LogRecord, SpanEvent, SpanLink, SpanRecord
 
-
-def _typed_run_attribute(key: str, text: str) -> AttrValue:
-    """A `mast.*` attribute as its sender typed it: stores keep every value as text."""
-    kind = RUN_ATTRIBUTE_TYPES.get(key, str)
-    if kind is bool:
-        word = text.strip().lower()
-        return True if word == "true" else False if word == "false" else text
-    if kind is int or kind is float:
-        try:
-            return kind(text)
-        except ValueError:
-            return text
-    if kind is list:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return text
-        return value if isinstance(value, list) else text
-    return text
-
-
-def span_record(row: dict[str, Any]) -> SpanRecord:
-    """A row of `queries.stored_spans` as the record the receivers would have produced."""
-    attributes: dict[str, AttrValue] = dict(row["attributes"])
-    for key in RUN_ATTRIBUTE_TYPES.keys() & attributes.keys():
-        value = attributes[key]
-        if isinstance(value, str):
-            attributes[key] = _typed_run_attribute(key, value)
-    start_ns = int(row["start_ns"])
-    return SpanRecord(
-        trace_id=row["trace_id"],
-        span_id=row["span_id"],
-        parent_span_id=row["parent_span_id"],
-        name=row["name"],
-        start_ns=start_ns,
-        end_ns=start_ns + int(row["duration_ns"]),
-        kind=row["kind"],
-        trace_state=row["trace_state"],
-        status_code=row["status_code"],
-        status_message=row["status_message"],
-        service_name=row["service_name"],
-        resource_attributes=dict(row["resource_attributes"]),
-        scope_name=row["scope_name"],
-        scope_version=row["scope_version"],
-        attributes=attributes,
-        events=[
-            SpanEvent(int(t), name, dict(attrs))
-            for t, name, attrs in zip(
-                row["event_times_ns"], row["event_names"], row["event_attributes"], strict=False
-            )
-        ],
-        links=[
-            SpanLink(trace_id, span_id, state, dict(attrs))
-            for trace_id, span_id, state, attrs in zip(
-                row["link_trace_ids"],
-                row["link_span_ids"],
-                row["link_trace_states"],
-                row["link_attributes"],
-                strict=False,
-            )
-        ],
-    )
-
-
-class _ResultSink:
-    """Keeps what the detectors produce; the spans are already stored."""
-
-    def __init__(self) -> None:
-        self.findings: list[Finding] = []
-        self.signatures: list[RunSignature] = []
-
-    def add_spans(self, spans: list[SpanRecord]) -> None:
-        return None
-
-    def add_logs(self, logs: list[LogRecord]) -> None:
-        return None
-
-    def add_findings(self, findings: list[Finding]) -> None:
-        self.findings.extend(findings)
-
-    def add_signatures(self, signatures: list[RunSignature]) -> None:
-        self.signatures.extend(signatures)
-
-    def flush(self, now: float, force: bool = False) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
-def analyze_stored_traces(
-    store: Store, config: Config, trace_ids: list[str]
-) -> tuple[list[Finding], list[RunSignature]]:
-    """Run the detectors over every stored span of `trace_ids`, as one input closed at its
-    end; returns the findings and one signature per run. Spans stored more than once (two
-    collectors, a retried batch) count once. Writes nothing: see `write_analysis`."""
-    sink = _ResultSink()
-    pipeline = Pipeline(config, sink, clock=lambda: 0.0)
-    rows = queries.stored_spans(store, trace_ids)
-    pipeline.process_spans([span_record(row) for row in rows], now=0.0)
-    pipeline.close_all()
-    return sink.findings, sink.signatures
+__all__ = ["BackfillSummary", "ProgressBar", "WriteSummary", "analyze_stored_traces", "backfill"]
 
 
 @dataclass

@@ -15,16 +15,17 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector.config import Config
 from collector.consumer import Accepted, Refused
 from collector.exporters.base import Exporter
+from collector.judge import JudgeStage, OpenAICompatibleJudge
 from processors import conventions
 from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory
-from processors.model import Step, StepKind, StepStatus
+from processors.model import Finding, Step, StepKind, StepStatus
 from processors.normalize import normalize_log, normalize_span
 from processors.records import LogRecord, SpanRecord
 from processors.window import RunWindows, WindowOutput
@@ -64,6 +65,10 @@ class PipelineStats:
     export_errors: int = 0
     findings: int = 0
     signatures: int = 0
+    outcomes_updated: int = 0
+    findings_refused: int = 0
+    # Findings by mode, for self-metrics (fatality is derived from the mode).
+    findings_by_mode: dict[str, int] = field(default_factory=dict)
 
 
 class Pipeline:
@@ -73,7 +78,14 @@ class Pipeline:
         self.clock = clock
         classifier = ActionClassifier(config.classification)
         detectors = build_detectors(config.detectors, classifier)
-        self.windows = RunWindows(config.windows, detector_factory(detectors))
+        self.windows = RunWindows(
+            config.windows, detector_factory(detectors), keep_transcripts=config.judge.enabled
+        )
+        self.judge: JudgeStage | None = None
+        if config.judge.enabled:
+            self.judge = JudgeStage(
+                OpenAICompatibleJudge(config.judge), config.judge, self.consume_findings
+            )
         self.stats = PipelineStats()
         self._queue: queue.Queue[tuple[str, list[Any]]] = queue.Queue()
         self._queued_items = 0
@@ -82,6 +94,7 @@ class Pipeline:
         self._worker: threading.Thread | None = None
         self._last_tick = 0.0
         self._listeners: list[Callable[[WindowOutput], None]] = []
+        self._after_export: list[Callable[[float, bool], None]] = []
 
     # -- the consumer side, called by receivers ---------------------------------------------
 
@@ -92,6 +105,13 @@ class Pipeline:
     def consume_logs(self, logs: list[LogRecord]) -> Accepted:
         self._enqueue("logs", logs)
         return Accepted()
+
+    def consume_findings(self, findings: list[Finding]) -> None:
+        """Findings made outside the worker (the semantic judge), stored by the worker."""
+        try:
+            self._enqueue("findings", findings)
+        except Refused:
+            self.stats.findings_refused += len(findings)
 
     def _enqueue(self, kind: str, items: list[Any]) -> None:
         if not items:
@@ -119,9 +139,17 @@ class Pipeline:
         """Call `listener` with every batch of findings and closed-run signatures."""
         self._listeners.append(listener)
 
+    def after_export(self, stage: Callable[[float, bool], None]) -> None:
+        """Call `stage(now, final)` on the pipeline's thread after each tick's export, and
+        once more with `final=True` after the last flush at stop (the scale-out merge of runs
+        split across replicas runs here, after this replica's own rows are written)."""
+        self._after_export.append(stage)
+
     def start(self) -> None:
         self._worker = threading.Thread(target=self._run, name="mast-pipeline", daemon=True)
         self._worker.start()
+        if self.judge is not None:
+            self.judge.start()
 
     def stop(self) -> None:
         """Take no more, process everything queued, close every open run, flush the store."""
@@ -131,7 +159,13 @@ class Pipeline:
             self._worker.join()
         self._drain()
         self._emit(self.windows.close_all("shutdown"))
+        if self.judge is not None:
+            # Runs still waiting for the judge are judged no more; what it found so far stays.
+            self.judge.stop()
+            self._drain()
         self.exporter.flush(self.clock(), force=True)
+        for stage in self._after_export:
+            stage(self.clock(), True)
 
     def _run(self) -> None:
         interval = self.config.pipeline.tick_interval_s
@@ -161,8 +195,11 @@ class Pipeline:
         try:
             if kind == "spans":
                 self.process_spans(items)
-            else:
+            elif kind == "logs":
                 self.process_logs(items)
+            else:
+                self.stats.findings += len(items)
+                self.exporter.add_findings(items)
         except Exception:
             # A bug in a detector must not take the collector down with every run in flight.
             log.exception("processing a batch of %d %s failed", len(items), kind)
@@ -203,14 +240,29 @@ class Pipeline:
             # Rows stay buffered and are written at the next flush.
             self.stats.export_errors += 1
             log.exception("writing to the store failed; will retry")
+        for stage in self._after_export:
+            try:
+                stage(now, False)
+            except Exception:
+                log.exception("a stage after export failed; it runs again at the next tick")
 
-    def close_all(self) -> None:
-        self._emit(self.windows.close_all("end_of_input"))
+    def close_all(self, reason: str = "end_of_input") -> None:
+        """Close every open run; `reason` is recorded for runs nothing else closed."""
+        self._emit(self.windows.close_all(reason))
 
     def _emit(self, out: WindowOutput) -> None:
+        if self.judge is not None:
+            for transcript in out.transcripts:
+                self.judge.offer(transcript)
+        if out.outcomes:
+            self.stats.outcomes_updated += len(out.outcomes)
+            self.exporter.add_outcomes(out.outcomes)
         if not out.findings and not out.signatures:
             return
         self.stats.findings += len(out.findings)
+        by_mode = self.stats.findings_by_mode
+        for finding in out.findings:
+            by_mode[finding.mode] = by_mode.get(finding.mode, 0) + 1
         self.stats.signatures += len(out.signatures)
         if out.findings:
             self.exporter.add_findings(out.findings)
@@ -225,7 +277,10 @@ class Pipeline:
             "queue_items": self._queued_items,
             "queue_max_items": self.config.pipeline.queue_max_items,
             "active_runs": self.windows.active_runs,
-            "pipeline": vars(self.stats).copy(),
+            "pipeline": {
+                **vars(self.stats),
+                "findings_by_mode": dict(self.stats.findings_by_mode),
+            },
             "windows": {
                 "runs_opened": w.runs_opened,
                 "runs_closed": dict(w.runs_closed),
@@ -234,6 +289,7 @@ class Pipeline:
                 "steps_duplicate": w.steps_duplicate,
                 "steps_late": w.steps_late,
                 "steps_after_close": w.steps_after_close,
+                "outcomes_after_close": w.outcomes_after_close,
                 "steps_trimmed": w.steps_trimmed,
                 "pending_overflow": w.pending_overflow,
             },

@@ -11,9 +11,11 @@ from typing import Any
 
 from collector.config import Config, parse_endpoint
 from collector.exporters.clickhouse import ClickHouseExporter, RetryPolicy
+from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
+from collector.split_runs import SplitRunMerger
 from collector.store import Store, StoreError, migrate, open_store, schema_status
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,15 @@ class Service:
             RetryPolicy.of(storage),
         )
         self.pipeline = Pipeline(config, self.exporter)
+        self.split_runs: SplitRunMerger | None = None
+        if config.sharding.merge_split_runs:
+            self.split_runs = SplitRunMerger(self.store, config, self.exporter)
+            self.pipeline.on_output(self.split_runs.note)
+            self.pipeline.after_export(self.split_runs.check)
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
+        self.metrics_registry = registry_for(self.health)
+        self.metrics_server: MetricsServer | None = None
         self._stopped = threading.Event()
 
     def start(self) -> None:
@@ -74,8 +83,14 @@ class Service:
                 max_value_depth=receivers.max_value_depth,
                 socket_timeout_s=receivers.http.socket_timeout_s,
                 health_check=lambda: (200, json.dumps(self.health())),
+                metrics=lambda: exposition(self.metrics_registry),
             )
             self.http.start()
+        if self.config.telemetry.metrics_endpoint:
+            host, port = parse_endpoint(
+                self.config.telemetry.metrics_endpoint, "telemetry.metrics_endpoint"
+            )
+            self.metrics_server = MetricsServer(self.metrics_registry, host, port)
 
     @property
     def grpc_port(self) -> int:
@@ -87,12 +102,19 @@ class Service:
 
     def health(self) -> dict[str, Any]:
         status = self.pipeline.health()
+        exporter = self.exporter.stats
         status["store"] = {
             "buffered_rows": self.exporter.buffered_rows,
-            "write_errors": self.exporter.stats.write_errors,
-            "write_retries": self.exporter.stats.retries,
-            "rows_written": dict(self.exporter.stats.rows_written),
+            "write_errors": exporter.write_errors,
+            "write_retries": exporter.retries,
+            "outcomes_without_run": exporter.outcomes_without_run,
+            "rows_written": dict(exporter.rows_written),
+            "batches_written": exporter.batches_written,
+            "write_errors_by_table": dict(exporter.write_errors_by_table),
+            "write_seconds": exporter.write_seconds.snapshot(),
         }
+        if self.split_runs:
+            status["sharding"] = self.split_runs.health()
         if self.grpc:
             status["grpc"] = self.grpc.stats
         if self.http:
@@ -108,6 +130,8 @@ class Service:
             self.grpc.shutdown(grace_s)
         if self.http:
             self.http.shutdown()
+        if self.metrics_server:
+            self.metrics_server.shutdown()
         self.pipeline.stop()
         self.store.close()
 

@@ -107,12 +107,17 @@ def write_signature_versions(
 
 
 def record_outcome(
-    store: Store, trace_id: str, outcome: str, score: float | None = None
+    store: Store,
+    trace_id: str,
+    outcome: str,
+    score: float | None = None,
+    retry: RetryPolicy | None = None,
 ) -> RunSignature:
     """Post a run's outcome after it closed: writes a new version of its signature with
-    `outcome` ("success" or "failure") and `score` (the task score in [0, 1], or None),
-    replacing the stored one everywhere (signature queries and the runs rollup)."""
-    if outcome not in OUTCOMES:
+    `outcome` ("success" or "failure"; "" keeps the stored one) and `score` (the task score in
+    [0, 1]; None keeps the stored one), replacing the stored version everywhere (signature
+    queries and the runs rollup). Returns the signature now current."""
+    if outcome not in ("", *OUTCOMES):
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
     if score is not None and not 0.0 <= score <= 1.0:
         raise ValueError(f"score must be between 0 and 1, got {score}")
@@ -123,6 +128,11 @@ def record_outcome(
             f"no signature is stored for trace {trace_id}: the run has not closed yet, or the "
             f"id is not one this store has seen"
         )
-    updated = dataclasses.replace(signature_from_row(row), outcome=outcome, score=score)
-    write_signature_versions(store, [updated], current, keep_stored_outcome=False)
+    stored = signature_from_row(row)
+    updated = dataclasses.replace(
+        stored,
+        outcome=outcome or stored.outcome,
+        score=stored.score if score is None else score,
+    )
+    write_signature_versions(store, [updated], current, retry, keep_stored_outcome=False)
     return updated

@@ -14,10 +14,9 @@ class Mode:
     name: str
     category: str
     intervention: str
-    # The static prior for "fatal" (the mode separates failed from successful runs) before any
-    # outcomes are known: the study's fatal modes (FM-3.3, FM-1.5, FM-2.6, FM-3.1, FM-1.4,
-    # FM-2.2), which showed the largest lift in failed over successful ITBench traces. Scoring
-    # refines it per model once outcomes exist; storage writes it as `Fatal` on each finding.
+    # The study's static prior: does this mode separate failed runs from successful ones?
+    # Used until enough outcomes exist to measure it per model (processors/scoring.py);
+    # storage writes it as `Fatal` on each finding.
     fatal_prior: bool = False
 
 
@@ -51,8 +50,12 @@ MODES: tuple[Mode, ...] = (
     Mode("FM-3.3", "Incorrect verification", _VERIFY, _VERIFY_FIX, fatal_prior=True),
 )
 MODE_CODES: tuple[str, ...] = tuple(m.code for m in MODES)
+# The study (ITBench SRE traces, three models): these modes appear far more often in failed
+# than in successful runs (FM-3.3 +52% for Gemini-3-Flash; FM-3.1 +46% and FM-1.5 +43% for
+# Kimi-K2; FM-2.6 in 92-94% of failed runs; FM-1.4 and FM-2.2 with cascading failures).
+FATAL_PRIOR: frozenset[str] = frozenset(m.code for m in MODES if m.fatal_prior)
 MODES_BY_CODE: dict[str, Mode] = {m.code: m for m in MODES}
-FATAL_PRIOR_CODES: tuple[str, ...] = tuple(m.code for m in MODES if m.fatal_prior)
+FATAL_PRIOR_CODES: tuple[str, ...] = tuple(sorted(FATAL_PRIOR))
 
 
 def fatal_prior(code: str) -> bool:
@@ -67,6 +70,7 @@ TASK_READ_ONLY = "mast.task.read_only"
 TASK_ALLOWED_TOOLS = "mast.task.allowed_tools"
 TASK_MAX_STEPS = "mast.task.max_steps"
 AGENT_ALLOWED_TOOLS = "mast.agent.allowed_tools"
+AGENT_READ_ONLY = "mast.agent.read_only"
 RUN_OUTCOME = "mast.run.outcome"
 RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
@@ -80,6 +84,7 @@ RUN_ATTRIBUTE_TYPES: dict[str, type] = {
     TASK_ALLOWED_TOOLS: list,
     TASK_MAX_STEPS: int,
     AGENT_ALLOWED_TOOLS: list,
+    AGENT_READ_ONLY: bool,
     RUN_OUTCOME: str,
     RUN_SCORE: float,
     RUN_END: bool,
@@ -92,6 +97,7 @@ RUN_ATTRIBUTES: frozenset[str] = frozenset(
         TASK_ALLOWED_TOOLS,
         TASK_MAX_STEPS,
         AGENT_ALLOWED_TOOLS,
+        AGENT_READ_ONLY,
         RUN_OUTCOME,
         RUN_SCORE,
         RUN_END,

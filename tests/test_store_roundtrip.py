@@ -9,7 +9,6 @@ import random
 import pytest
 
 from collector import queries
-from collector.backfill import span_record
 from collector.exporters.clickhouse import (
     ClickHouseExporter,
     RetryPolicy,
@@ -19,6 +18,7 @@ from collector.exporters.clickhouse import (
 )
 from collector.signatures import UnknownRun, record_outcome
 from collector.store import ChdbStore, StoreError, migrate
+from collector.stored_traces import span_record
 from processors.conventions import MODE_CODES, fatal_prior
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 

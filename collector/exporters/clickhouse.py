@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from collector.store import Store, StoreError
 from processors.conventions import MODE_CODES, MODES_BY_CODE, fatal_prior
-from processors.model import Finding, RunSignature
+from processors.model import Finding, OutcomeUpdate, RunSignature
 from processors.records import AttrValue, LogRecord, SpanRecord
 
 if TYPE_CHECKING:
@@ -65,13 +65,67 @@ def _str_map(attributes: dict[str, AttrValue]) -> list[tuple[str, str]]:
     return [(key, attr_to_str(value)) for key, value in attributes.items()]
 
 
+# The tables this exporter writes, in write order.
+TABLES: tuple[str, ...] = ("otel_traces", "otel_logs", "mast_findings", "mast_signatures")
+
+# Upper bounds (seconds) of the write-latency histogram: an embedded insert takes milliseconds,
+# a remote server under load seconds; past 10 s a batch is in trouble whatever the cause.
+WRITE_SECONDS_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+@dataclass
+class LatencyHistogram:
+    """Cumulative-bucket histogram of durations, read by self-metrics as a snapshot."""
+
+    bounds: tuple[float, ...] = WRITE_SECONDS_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * (len(WRITE_SECONDS_BUCKETS) + 1))
+    total_seconds: float = 0.0
+    count: int = 0
+
+    def observe(self, seconds: float) -> None:
+        index = next((i for i, bound in enumerate(self.bounds) if seconds <= bound), -1)
+        self.counts[index] += 1
+        self.total_seconds += seconds
+        self.count += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Cumulative counts per upper bound as Prometheus writes it ("0.005", ..., "+Inf"),
+        the sum and the count: plain JSON, so /healthz can carry it too."""
+        cumulative: list[tuple[str, int]] = []
+        running = 0
+        labels = [repr(bound) for bound in self.bounds] + ["+Inf"]
+        for label, n in zip(labels, self.counts, strict=True):
+            running += n
+            cumulative.append((label, running))
+        return {"buckets": cumulative, "sum": self.total_seconds, "count": self.count}
+
+
 @dataclass
 class ExporterStats:
     rows_written: dict[str, int] = field(default_factory=dict)
     batches_written: int = 0
     write_errors: int = 0
     retries: int = 0
+    # Outcomes that arrived for a run with no stored signature (dropped, with a warning).
+    outcomes_without_run: int = 0
     last_write_seconds: float = 0.0
+    # Failed writes by table, and how long each write took (failed ones included).
+    write_errors_by_table: dict[str, int] = field(default_factory=dict)
+    write_seconds: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 @dataclass(frozen=True)
@@ -152,6 +206,7 @@ class ClickHouseExporter:
         self._signatures: list[RunSignature] = []
         # Batches built but not yet written (a write failed): retried first, unchanged.
         self._sealed: dict[str, _Sealed] = {}
+        self._outcomes: list[OutcomeUpdate] = []
         self._last_flush = time.monotonic()
         self.stats = ExporterStats()
 
@@ -159,8 +214,13 @@ class ClickHouseExporter:
     def buffered_rows(self) -> int:
         sealed = sum(b.rows for b in self._sealed.values())
         return (
-            len(self._spans) + len(self._logs) + len(self._findings) + len(self._signatures)
-        ) + sealed
+            len(self._spans)
+            + len(self._logs)
+            + len(self._findings)
+            + len(self._signatures)
+            + len(self._outcomes)
+            + sealed
+        )
 
     def add_spans(self, spans: list[SpanRecord]) -> None:
         self._spans.extend(spans)
@@ -173,6 +233,9 @@ class ClickHouseExporter:
 
     def add_signatures(self, signatures: list[RunSignature]) -> None:
         self._signatures.extend(signatures)
+
+    def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
+        self._outcomes.extend(outcomes)
 
     def flush(self, now: float, force: bool = False) -> None:
         due = now - self._last_flush >= self.flush_interval_s
@@ -206,11 +269,36 @@ class ClickHouseExporter:
                 )
             except Exception:
                 self.stats.write_errors += 1
+                errors = self.stats.write_errors_by_table
+                errors[name] = errors.get(name, 0) + 1
+                self.stats.write_seconds.observe(time.perf_counter() - started)
                 raise
             del self._sealed[name]
             self.stats.last_write_seconds = time.perf_counter() - started
+            self.stats.write_seconds.observe(self.stats.last_write_seconds)
             self.stats.batches_written += 1
             self.stats.rows_written[name] = self.stats.rows_written.get(name, 0) + sealed.rows
+        # After the signatures: an outcome rewrites the stored signature of its run.
+        self._write_outcomes()
+
+    def _write_outcomes(self) -> None:
+        # Imported here: signature versioning builds its rows with this module's tables.
+        from collector.signatures import UnknownRun, record_outcome
+
+        while self._outcomes:
+            update = self._outcomes[0]
+            try:
+                record_outcome(
+                    self.store, update.trace_id, update.outcome, update.score, self.retry
+                )
+            except UnknownRun:
+                # The run closed too long ago to be in the store (or never stored here).
+                self.stats.outcomes_without_run += 1
+                log.warning("outcome for trace %s: no stored signature to update", update.trace_id)
+            except Exception:
+                self.stats.write_errors += 1
+                raise
+            self._outcomes.pop(0)
 
     def _count_retry(self, _exc: StoreError) -> None:
         self.stats.retries += 1
