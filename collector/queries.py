@@ -535,3 +535,31 @@ def current_signature_rows(store: Store, trace_ids: list[str]) -> dict[str, dict
         """
     )
     return {r["trace_id"]: r for r in rows}
+
+
+def counted_signature_rows(store: Store, trace_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every signature version of each trace that the runs rollup still counts (`net`, the sum
+    of its rows' Sign, is not zero), with the values the rollup counted it with, newest first.
+    Usually one per run; more when collectors wrote signatures of parts of one run."""
+    if not trace_ids:
+        return {}
+    rows = store.query(
+        f"""
+        SELECT TraceId AS trace_id, toString(Version) AS version,
+               toString(toUnixTimestamp64Nano(any(Start))) AS start_ns,
+               toString(toUnixTimestamp64Nano(any(End))) AS end_ns,
+               any(ServiceName) AS service, any(AgentName) AS agent, any(Model) AS model,
+               any(Outcome) AS outcome, any(Fatal) AS fatal, any(FindingCount) AS finding_count,
+               any(DistinctModes) AS distinct_modes, any(Steps) AS steps, sum(Net) AS net
+        FROM {store.database}.mast_signature_counts
+        WHERE TraceId IN ({_id_list(trace_ids)})
+        GROUP BY TraceId, Version
+        HAVING net != 0
+        ORDER BY TraceId, Version DESC
+        """
+    )
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        row["net"] = int(row["net"])
+        out.setdefault(row["trace_id"], []).append(row)
+    return out

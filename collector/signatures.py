@@ -1,4 +1,5 @@
-"""Writing new versions of run signatures: outcomes posted after a run closed, and re-analysis.
+"""Writing new versions of run signatures: outcomes posted after a run closed, re-analysis
+(backfill), and whole-trace signatures over the partial ones of a run split across replicas.
 
 `mast_signatures` keeps one current row per run (ReplacingMergeTree on `Version`: the highest
 wins). Replacing a version writes, in one insert, the new row and a cancelling copy of the old
@@ -13,6 +14,8 @@ import dataclasses
 import time
 import uuid
 from typing import Any
+
+import pyarrow as pa
 
 from collector import queries
 from collector.exporters.clickhouse import RetryPolicy, insert_with_retry, signatures_table
@@ -57,53 +60,102 @@ def _same_run(a: RunSignature, b: RunSignature) -> bool:
     return dataclasses.replace(a, close_reason="") == dataclasses.replace(b, close_reason="")
 
 
+def _cancelling(row: dict[str, Any]) -> RunSignature:
+    """The cancelling copy of a counted version: the values the runs rollup counted it with
+    (the rest of the row plays no part there)."""
+    return RunSignature(
+        trace_id=row["trace_id"],
+        service=row["service"],
+        agent=row["agent"],
+        model=row["model"],
+        start_ns=int(row["start_ns"]),
+        end_ns=int(row["end_ns"]),
+        close_reason="",
+        steps=int(row["steps"]),
+        llm_calls=0,
+        tool_calls=0,
+        errors=0,
+        input_tokens=0,
+        output_tokens=0,
+        mode_counts={},
+        outcome=row["outcome"],
+    )
+
+
+def _with_counts(table: pa.Table, counts: list[tuple[int, int, int] | None]) -> pa.Table:
+    """Set FindingCount, DistinctModes and Fatal where a row must repeat counted values."""
+    if all(c is None for c in counts):
+        return table
+    for position, (column, kind) in enumerate(
+        (("FindingCount", pa.uint32()), ("DistinctModes", pa.uint8()), ("Fatal", pa.uint8()))
+    ):
+        values = table.column(column).to_pylist()
+        for i, override in enumerate(counts):
+            if override is not None:
+                values[i] = override[position]
+        index = table.schema.get_field_index(column)
+        table = table.set_column(index, column, pa.array(values, kind))
+    return table
+
+
 def write_signature_versions(
     store: Store,
     signatures: list[RunSignature],
-    current: dict[str, dict[str, Any]] | None = None,
     retry: RetryPolicy | None = None,
     keep_stored_outcome: bool = True,
 ) -> tuple[int, int]:
     """Store `signatures` as the current version of their runs. A run without a stored
     signature gets its first row; one whose stored signature says the same is left alone; any
-    other replaces the stored one (with its cancelling row). With `keep_stored_outcome` (for
+    other replaces what is stored: the new row, above every stored version, and a cancelling
+    row for each version the runs rollup still counts (one normally; one per part when
+    collectors stored parts of a run), all in one insert. With `keep_stored_outcome` (for
     re-analysis) an outcome already stored is kept as it is: re-analysis revises findings,
     outcomes come from the harness or an evaluator (`record_outcome`), and one posted after
-    the run must survive a backfill.
-    `current` are the stored rows if the caller has them. Returns (written, unchanged)."""
-    if current is None:
-        current = queries.current_signature_rows(store, [s.trace_id for s in signatures])
+    the run must survive a backfill. Returns (written, unchanged)."""
+    unique = list({s.trace_id: s for s in signatures}.values())
+    traces = [s.trace_id for s in unique]
+    current = queries.current_signature_rows(store, traces)
+    counted = queries.counted_signature_rows(store, traces)
     rows: list[RunSignature] = []
     versions: list[int] = []
     signs: list[int] = []
-    unchanged = 0
+    counts: list[tuple[int, int, int] | None] = []
+    unchanged = written = 0
     now = time.time_ns()
-    for sig in {s.trace_id: s for s in signatures}.values():
+    for sig in unique:
         stored_row = current.get(sig.trace_id)
-        if stored_row is None:
-            rows.append(sig)
-            versions.append(now)
-            signs.append(1)
-            continue
-        stored = signature_from_row(stored_row)
-        if keep_stored_outcome and (stored.outcome or stored.score is not None):
-            sig = dataclasses.replace(sig, outcome=stored.outcome, score=stored.score)
-        if _same_run(sig, stored):
-            unchanged += 1
-            continue
-        old_version = int(stored_row["version"])
-        rows.extend((stored, sig))
-        versions.extend((old_version, max(now, old_version + 1)))
-        signs.extend((-1, 1))
+        live = counted.get(sig.trace_id, [])
+        if stored_row is not None:
+            stored = signature_from_row(stored_row)
+            if keep_stored_outcome and (stored.outcome or stored.score is not None):
+                sig = dataclasses.replace(sig, outcome=stored.outcome, score=stored.score)
+            alone = [(r["version"], r["net"]) for r in live] == [(stored_row["version"], 1)]
+            if alone and _same_run(sig, stored):
+                unchanged += 1
+                continue
+        newest = int(stored_row["version"]) if stored_row is not None else 0
+        for old in live:
+            rows.append(_cancelling(old))
+            versions.append(int(old["version"]))
+            signs.append(max(-127, min(127, -old["net"])))
+            counts.append(
+                (int(old["finding_count"]), int(old["distinct_modes"]), int(old["fatal"]))
+            )
+            newest = max(newest, int(old["version"]))
+        rows.append(sig)
+        versions.append(max(now, newest + 1))
+        signs.append(1)
+        counts.append(None)
+        written += 1
     if rows:
         insert_with_retry(
             store,
             "mast_signatures",
-            signatures_table(rows, versions, signs),
+            _with_counts(signatures_table(rows, versions, signs), counts),
             uuid.uuid4().hex,
             retry or RetryPolicy(),
         )
-    return len(rows) - signs.count(-1), unchanged
+    return written, unchanged
 
 
 def record_outcome(
@@ -134,5 +186,5 @@ def record_outcome(
         outcome=outcome or stored.outcome,
         score=stored.score if score is None else score,
     )
-    write_signature_versions(store, [updated], current, retry, keep_stored_outcome=False)
+    write_signature_versions(store, [updated], retry, keep_stored_outcome=False)
     return updated

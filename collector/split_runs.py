@@ -23,16 +23,14 @@ that look at about the same time both see everything and write the same result.
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from collector.config import Config
 from collector.exporters.base import Exporter
-from collector.exporters.clickhouse import findings_table, signatures_table
+from collector.exporters.clickhouse import findings_table
+from collector.signatures import write_signature_versions
 from collector.store import Store
 from collector.stored_traces import analyze_stored_traces
 from processors.judge import JUDGE_DETECTOR
@@ -133,13 +131,6 @@ class SplitRunMerger:
         analysis = analyze_stored_traces(self.store, self.config, trace_ids)
         db = self.store.database
         listed = ", ".join(f"'{t}'" for t in trace_ids)
-        versions = {
-            row["TraceId"]: int(row["version"])
-            for row in self.store.query(
-                f"SELECT TraceId, max(Version) AS version FROM {db}.mast_signatures "
-                f"WHERE TraceId IN ({listed}) GROUP BY TraceId"
-            )
-        }
         # Partial findings, from whichever replica, give way to the whole trace's (a semantic
         # judge's verdicts are not recomputed here, so they stay).
         self.store.execute(
@@ -149,13 +140,9 @@ class SplitRunMerger:
         if analysis.findings:
             self.store.insert_arrow("mast_findings", findings_table(analysis.findings))
         if analysis.signatures:
-            table = signatures_table(analysis.signatures)
-            now_ns = time.time_ns()
-            # Above every stored version, whatever the clocks of the replicas that wrote them.
-            newer = [max(now_ns, versions.get(s.trace_id, 0) + 1) for s in analysis.signatures]
-            index = table.schema.get_field_index("Version")
-            table = table.set_column(index, "Version", pa.array(newer, pa.uint64()))
-            self.store.insert_arrow("mast_signatures", table)
+            # Above every stored version, whatever the clocks of the replicas that wrote them,
+            # cancelling each replica's partial signature in the runs rollup.
+            write_signature_versions(self.store, analysis.signatures, keep_stored_outcome=False)
         log.info(
             "merged %d run(s) split across replicas: %s",
             len(trace_ids),

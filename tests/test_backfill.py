@@ -97,6 +97,7 @@ def test_backfill_finds_what_the_live_path_found_and_twice_changes_nothing(live_
         store.execute("TRUNCATE TABLE otel.mast_signatures")
         store.execute("TRUNCATE TABLE otel.mast_findings_per_minute")
         store.execute("TRUNCATE TABLE otel.mast_runs_per_minute")
+        store.execute("TRUNCATE TABLE otel.mast_signature_counts")
         second = backfill(store, config, since, until)
         assert second.findings_written == len(live) and second.signatures_written == len(runs)
         assert finding_set(store) == live

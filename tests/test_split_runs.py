@@ -154,6 +154,9 @@ def test_split_repetition_is_found_once_the_parts_meet(store: ChdbStore) -> None
     findings, signature = whole(spans)
     assert signature["modes"] == ["FM-1.3"]
     assert stored(store) == (findings, signature)
+    # Both replicas' partial signatures were cancelled in the runs rollup: one run.
+    runs = queries.runs_per_minute(store, queries.Scope(0))
+    assert sum(r["runs"] for r in runs) == 1
 
 
 def test_merged_signature_wins_over_a_partial_one_from_a_clock_ahead(store: ChdbStore) -> None:

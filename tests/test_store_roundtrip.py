@@ -220,3 +220,32 @@ def test_an_outcome_posted_later_replaces_the_signature_and_moves_the_run(store)
         record_outcome(store, trace_id(99), "failure")
     with pytest.raises(ValueError):
         record_outcome(store, trace_id(1), "maybe")
+
+
+def test_partial_signatures_of_a_split_run_are_replaced_by_the_whole(store):
+    """Two collectors each closed part of one run; the whole trace's signature replaces both
+    in the runs rollup, and later versions keep it at one run, merges or not."""
+    from collector.signatures import write_signature_versions
+
+    first = ClickHouseExporter(store, 1000, 60)
+    first.add_signatures([signature(5, T0, {"FM-1.3": 1})])
+    first.flush(0, force=True)
+    second = ClickHouseExporter(store, 1000, 60)
+    second.add_signatures([signature(5, T0 + MINUTE, {}, "success")])
+    second.flush(0, force=True)
+    scope = queries.Scope(T0 - MINUTE)
+    assert sum(r["runs"] for r in queries.runs_per_minute(store, scope)) == 2
+    whole = signature(5, T0 + MINUTE, {"FM-1.3": 2, "FM-3.2": 1}, "success")
+    assert write_signature_versions(store, [whole], keep_stored_outcome=False) == (1, 0)
+    runs = queries.runs_per_minute(store, scope, by=("outcome",))
+    assert [(r["outcome"], r["runs"], r["findings"], r["distinct_modes"]) for r in runs] == [
+        ("success", 1, 3, 2)
+    ]
+    assert write_signature_versions(store, [whole]) == (0, 1)  # says the same: left alone
+    for outcome in ("failure", "success", "failure"):
+        record_outcome(store, trace_id(5), outcome)
+        store.execute("OPTIMIZE TABLE otel.mast_signatures FINAL")
+        store.execute("OPTIMIZE TABLE otel.mast_signature_counts FINAL")
+    runs = queries.runs_per_minute(store, scope, by=("outcome",))
+    assert [(r["outcome"], r["runs"], r["fatal_runs"]) for r in runs] == [("failure", 1, 0)]
+    assert queries.signatures(store)[0]["modes"] == ["FM-1.3", "FM-3.2"]

@@ -48,6 +48,48 @@ SELECT
 FROM {db}.mast_findings
 GROUP BY Minute, ServiceName, AgentName, Model, Mode, Fatal;
 
+-- Which signature versions the runs rollup counts, and with what: a replacement must cancel
+-- exactly those (the signatures table itself keeps only the newest version of a run, as its
+-- engine collapses the others). Net is the sum of Sign per version; the rest is the version's
+-- values as the rollup saw them.
+CREATE TABLE IF NOT EXISTS {db}.mast_signature_counts (
+    TraceId String CODEC(ZSTD(1)),
+    Version UInt64,
+    Start DateTime64(9) CODEC(Delta, ZSTD(1)),
+    End DateTime64(9) CODEC(Delta, ZSTD(1)),
+    ServiceName LowCardinality(String),
+    AgentName LowCardinality(String),
+    Model LowCardinality(String),
+    Outcome LowCardinality(String),
+    Fatal UInt8,
+    FindingCount UInt32,
+    DistinctModes UInt8,
+    Steps UInt32,
+    Net Int64
+) ENGINE = SummingMergeTree(Net)
+PARTITION BY toYYYYMM(Start)
+ORDER BY (TraceId, Version)
+SETTINGS non_replicated_deduplication_window = 1000;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mast_signature_counts_mv
+TO {db}.mast_signature_counts
+AS SELECT
+    TraceId, Version, Start, End, ServiceName, AgentName, Model, Outcome, Fatal, FindingCount,
+    DistinctModes, Steps, sum(Sign) AS Net
+FROM {db}.mast_signatures
+GROUP BY TraceId, Version, Start, End, ServiceName, AgentName, Model, Outcome, Fatal,
+    FindingCount, DistinctModes, Steps;
+
+INSERT INTO {db}.mast_signature_counts
+SETTINGS insert_deduplication_token = 'mast-migration-006-signature-counts'
+SELECT
+    TraceId, Version, Start, End, ServiceName, AgentName, Model, Outcome, Fatal, FindingCount,
+    DistinctModes, Steps, count() AS Net
+FROM {db}.mast_signatures FINAL
+WHERE Sign = 1
+GROUP BY TraceId, Version, Start, End, ServiceName, AgentName, Model, Outcome, Fatal,
+    FindingCount, DistinctModes, Steps;
+
 -- Closed runs per minute (of their end) by service, agent, model and outcome. Sums of Sign:
 -- replacing a signature (an outcome posted later) writes -1 for the old version and +1 for
 -- the new one, so sum(Runs) per outcome equals the count of current signatures.
