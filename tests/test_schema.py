@@ -195,3 +195,26 @@ def test_store_created_by_the_opentelemetry_exporter_is_migrated_and_read(tmp_pa
         assert queries.trace_ids_between(store, T0 - 10**9, T0 + 10**9) == [span(5, 0, 0).trace_id]
     finally:
         store.close()
+
+
+def test_start_refuses_a_store_behind_when_auto_migrate_is_off(tmp_path):
+    import dataclasses
+
+    from collector.config import load_config
+    from collector.service import prepare_store
+    from collector.store import StoreError
+
+    base = load_config()
+    config = dataclasses.replace(
+        base, storage=dataclasses.replace(base.storage, auto_migrate=False)
+    )
+    store = ChdbStore(tmp_path)
+    try:
+        migrate(store, up_to=4)
+        with pytest.raises(StoreError, match="mast-otel migrate") as refused:
+            prepare_store(store, config)
+        assert str(list(range(5, LATEST + 1))) in str(refused.value)
+        prepare_store(store, base)  # auto_migrate on: brought up to date
+        prepare_store(store, config)  # now current: accepted
+    finally:
+        store.close()
