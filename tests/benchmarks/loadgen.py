@@ -86,10 +86,20 @@ class _Sender:
 
 
 def send_fleet(
-    fleet: Fleet, transport: str, endpoint: str, threads: int, deadline_s: float
+    fleet: Fleet,
+    transport: str,
+    endpoint: str,
+    threads: int,
+    deadline_s: float,
+    rate: float = 0.0,
 ) -> tuple[Tally, float, float]:
+    """Send every request; with `rate` (spans/s) > 0, no faster than that on average."""
     tally = Tally()
+    first_send = time.monotonic()
     cursor = iter(range(len(fleet.requests)))
+    sum_before = [0] * len(fleet.requests)
+    for i in range(1, len(fleet.requests)):
+        sum_before[i] = sum_before[i - 1] + fleet.span_counts[i - 1]
     cursor_lock = threading.Lock()
     stop_at = time.monotonic() + deadline_s
 
@@ -100,6 +110,11 @@ def send_fleet(
                 index = next(cursor, None)
             if index is None:
                 return
+            if rate > 0:
+                due = first_send + sum_before[index] / rate
+                pause = due - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
             body = fleet.requests[index]
             backoff = 0.05
             while time.monotonic() < stop_at:
@@ -140,13 +155,14 @@ def main() -> int:
     parser.add_argument("--concurrent-runs", type=int, default=500)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--duration", type=float, default=300.0, help="stop after this long")
+    parser.add_argument("--rate", type=float, default=0.0, help="spans/s to offer (0: all)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     _loopback_only(args.endpoint.rsplit(":", 1)[0].strip("[]"))
     fleet = build_fleet(args.spans, args.batch, args.concurrent_runs)
     print(f"fleet ready: {fleet.spans} spans, {fleet.runs} runs", file=sys.stderr, flush=True)
     tally, started_wall, elapsed = send_fleet(
-        fleet, args.transport, args.endpoint, args.threads, args.duration
+        fleet, args.transport, args.endpoint, args.threads, args.duration, args.rate
     )
     with open(args.out, "w") as out:
         json.dump(

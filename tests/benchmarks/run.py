@@ -79,6 +79,9 @@ def main() -> int:
     parser.add_argument("--concurrent-runs", type=int, default=500)
     parser.add_argument("--config", help="collector config file (YAML) to benchmark")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="offered load in spans/s (0: as fast as taken)"
+    )
     parser.add_argument("--markdown", help="append the result table to this file")
     args = parser.parse_args()
 
@@ -136,6 +139,8 @@ def main() -> int:
                 str(args.concurrent_runs),
                 "--duration",
                 str(args.timeout),
+                "--rate",
+                str(args.rate),
                 "--out",
                 str(out),
             ],
@@ -180,6 +185,7 @@ def main() -> int:
     cpu = cpu_after - cpu_before
     result = {
         "transport": args.transport,
+        "offered_rate": args.rate or "max",
         "spans": spans,
         "runs": len(sent["run_acked_at"]),
         "mean_span_bytes": round(sent["request_bytes"] / max(1, sent["fleet_spans"])),
@@ -208,7 +214,8 @@ def markdown(r: dict) -> str:
         for name, seconds in sorted(r["stages"].items())
     )
     return (
-        f"| {r['transport']} | {r['spans']:,} | {r['acked_rate']:,.0f} | {r['e2e_rate']:,.0f} | "
+        f"| {r['transport']} | {r['offered_rate']} | {r['spans']:,} | {r['acked_rate']:,.0f} | "
+        f"{r['e2e_rate']:,.0f} | "
         f"{r['parse_ceiling']:,.0f} ({r['fraction_of_ceiling']:.2f}) | "
         f"{r['latency_p50_s']:.2f} / {r['latency_p99_s']:.2f} | {r['peak_rss_mib']:.0f} | "
         f"{r['cpu_per_1000_spans']:.3f} | {stages or '-'} |\n"
