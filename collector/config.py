@@ -18,6 +18,8 @@ import yaml
 
 from processors.classify import ClassifierConfig
 from processors.detectors.config import DetectorsConfig
+from processors.limits import LimitsConfig
+from processors.redact import RedactionConfig
 from processors.window import WindowConfig
 
 
@@ -90,6 +92,62 @@ class StorageConfig:
     database: str = "otel"
     batch_max_rows: int = 20_000
     flush_interval_s: float = 1.0
+    # Rows waiting for the store. While the store fails writes they accumulate up to this
+    # bound; past it the pipeline stops taking batches, its queue fills, and receivers refuse
+    # with OTLP's retryable status.
+    max_buffered_rows: int = 200_000
+    # A failed write is retried after this delay, doubled on each failure up to the maximum.
+    retry_initial_s: float = 0.5
+    retry_max_s: float = 30.0
+
+
+@dataclass
+class DurabilityConfig:
+    # durable: a request is acknowledged only once it is in the write-ahead spool on disk, so
+    # a killed process loses nothing it acknowledged; memory: acknowledged once queued in
+    # memory (a killed process loses what it had not stored yet).
+    mode: str = "durable"
+    # Where the spool lives; empty means "<storage.data_dir>/spool".
+    spool_dir: str = ""
+    # Spool bytes on disk. Past this, receivers refuse with OTLP's retryable status.
+    max_spool_bytes: int = 1024 * 1024 * 1024
+    # A spool file is closed and a new one started past this size; a closed file is deleted
+    # once everything it holds is stored and every run it touched is closed and stored.
+    segment_bytes: int = 64 * 1024 * 1024
+    # group: requests arriving within `group_commit_ms` share one fsync, and each is
+    # acknowledged after the fsync that covers it (survives a power cut). none: acknowledged
+    # once written to the operating system (survives a killed process, not a power cut).
+    fsync: str = "group"
+    group_commit_ms: float = 2.0
+    # Past this share of max_spool_bytes, the runs holding the oldest spool file open are
+    # closed and analysed (counted as runs_closed.spool_full), so long runs cannot pin the
+    # spool until it refuses everything.
+    run_eviction_ratio: float = 0.75
+
+
+@dataclass
+class AuthConfig:
+    # A file holding the bearer token senders must present (Authorization: Bearer TOKEN).
+    # Without it the token comes from the MAST_AUTH_TOKEN environment variable; with neither,
+    # requests are not authenticated (fine on loopback, not on a network).
+    token_file: str = ""
+    # GET /healthz without a token (for probes that cannot send one); off: it needs one too.
+    health_open: bool = False
+
+
+@dataclass
+class TlsConfig:
+    # PEM files. Both set: the receivers speak TLS only.
+    cert_file: str = ""
+    key_file: str = ""
+    # Set: mutual TLS, clients must present a certificate signed by this CA.
+    client_ca_file: str = ""
+
+
+@dataclass
+class SecurityConfig:
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass
@@ -100,6 +158,10 @@ class Config:
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classification: ClassifierConfig = field(default_factory=ClassifierConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    durability: DurabilityConfig = field(default_factory=DurabilityConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    redaction: RedactionConfig = field(default_factory=RedactionConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
     def validate(self) -> None:
         """Fail at start, with the key to fix, rather than misbehave later."""
@@ -118,6 +180,11 @@ class Config:
             "pipeline.max_step_text": self.pipeline.max_step_text,
             "storage.batch_max_rows": self.storage.batch_max_rows,
             "storage.flush_interval_s": self.storage.flush_interval_s,
+            "storage.max_buffered_rows": self.storage.max_buffered_rows,
+            "storage.retry_initial_s": self.storage.retry_initial_s,
+            "storage.retry_max_s": self.storage.retry_max_s,
+            "durability.max_spool_bytes": self.durability.max_spool_bytes,
+            "durability.segment_bytes": self.durability.segment_bytes,
         }
         for key, value in positive.items():
             if value <= 0:
@@ -135,12 +202,69 @@ class Config:
             raise ConfigError(
                 f"storage.database: {self.storage.database!r} is not a plain identifier"
             )
+        self._validate_durability()
+        self._validate_security()
         try:
+            self.limits.validate()
+            self.redaction.validate()
             self.windows.validate()
             self.detectors.validate()
             self.classification.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+
+
+    def _validate_durability(self) -> None:
+        durability = self.durability
+        if durability.mode not in ("durable", "memory"):
+            raise ConfigError(
+                f"durability.mode: {durability.mode!r} is not a mode; use 'durable' or 'memory'"
+            )
+        if durability.fsync not in ("group", "none"):
+            raise ConfigError(
+                f"durability.fsync: {durability.fsync!r} is not a policy; use 'group' or 'none'"
+            )
+        if durability.group_commit_ms < 0:
+            raise ConfigError(
+                f"durability.group_commit_ms must not be negative, got {durability.group_commit_ms}"
+            )
+        if durability.segment_bytes > durability.max_spool_bytes:
+            raise ConfigError(
+                "durability.segment_bytes must not exceed durability.max_spool_bytes "
+                f"({durability.segment_bytes} > {durability.max_spool_bytes})"
+            )
+        if not 0 < durability.run_eviction_ratio <= 1:
+            raise ConfigError(
+                "durability.run_eviction_ratio must be in (0, 1], "
+                f"got {durability.run_eviction_ratio}"
+            )
+        if self.storage.retry_max_s < self.storage.retry_initial_s:
+            raise ConfigError("storage.retry_max_s must not be below storage.retry_initial_s")
+
+    def _validate_security(self) -> None:
+        tls = self.security.tls
+        if bool(tls.cert_file) != bool(tls.key_file):
+            raise ConfigError(
+                "security.tls: set both cert_file and key_file (or neither) to serve TLS"
+            )
+        if tls.client_ca_file and not tls.cert_file:
+            raise ConfigError(
+                "security.tls.client_ca_file needs cert_file and key_file: mutual TLS is TLS"
+            )
+        for key, path in (
+            ("security.tls.cert_file", tls.cert_file),
+            ("security.tls.key_file", tls.key_file),
+            ("security.tls.client_ca_file", tls.client_ca_file),
+            ("security.auth.token_file", self.security.auth.token_file),
+        ):
+            if path and not Path(path).is_file():
+                raise ConfigError(f"{key}: {path} is not a readable file")
+
+    def spool_dir(self) -> Path:
+        """Where the write-ahead spool lives (under the data directory unless set)."""
+        if self.durability.spool_dir:
+            return Path(self.durability.spool_dir)
+        return Path(self.storage.data_dir) / "spool"
 
 
 def _merge(instance: Any, values: dict[str, Any], path: str) -> Any:

@@ -59,6 +59,12 @@ RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
 RUN_END = "mast.run.end"
 
+# Written by the collector on a span it had to cut (limits.*): how many attributes, events or
+# links past the configured count were dropped.
+DROPPED_ATTRIBUTES = "mast.dropped.attributes"
+DROPPED_EVENTS = "mast.dropped.events"
+DROPPED_LINKS = "mast.dropped.links"
+
 RUN_ATTRIBUTES: frozenset[str] = frozenset(
     {
         TASK_DESCRIPTION,

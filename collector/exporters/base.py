@@ -10,9 +10,13 @@ from processors.records import LogRecord, SpanRecord
 
 class Exporter(Protocol):
     """Takes records and results as the pipeline produces them. `flush` is called regularly
-    with `force=False` (write if a batch is due) and at shutdown with `force=True`."""
+    with `force=False` (write if a batch is due) and at shutdown with `force=True`; it returns
+    True once everything handed over is stored. `full` asks the pipeline to hold off."""
 
-    def add_spans(self, spans: list[SpanRecord]) -> None: ...
+    @property
+    def full(self) -> bool: ...
+
+    def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None: ...
 
     def add_logs(self, logs: list[LogRecord]) -> None: ...
 
@@ -20,7 +24,7 @@ class Exporter(Protocol):
 
     def add_signatures(self, signatures: list[RunSignature]) -> None: ...
 
-    def flush(self, now: float, force: bool = False) -> None: ...
+    def flush(self, now: float, force: bool = False) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -34,7 +38,9 @@ class MemoryExporter:
         self.findings: list[Finding] = []
         self.signatures: list[RunSignature] = []
 
-    def add_spans(self, spans: list[SpanRecord]) -> None:
+    full = False
+
+    def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None:
         self.spans.extend(spans)
 
     def add_logs(self, logs: list[LogRecord]) -> None:
@@ -46,8 +52,8 @@ class MemoryExporter:
     def add_signatures(self, signatures: list[RunSignature]) -> None:
         self.signatures.extend(signatures)
 
-    def flush(self, now: float, force: bool = False) -> None:
-        return None
+    def flush(self, now: float, force: bool = False) -> bool:
+        return True
 
     def close(self) -> None:
         return None

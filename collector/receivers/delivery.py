@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.consumer import Accepted, Refused, TelemetryConsumer
+from collector.consumer import Accepted, RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, decode_logs, decode_spans
 
 
@@ -75,8 +75,10 @@ def deliver_spans(
     stats: ReceiverStats,
     *,
     max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+    raw: RawRequest | None = None,
 ) -> ExportOutcome:
-    """Decode a trace request and hand it to the consumer, counting the result.
+    """Decode a trace request and hand it to the consumer, counting the result. `raw` is the
+    body it was parsed from, which a durable consumer writes ahead before acknowledging.
 
     Raises `Refused` (after counting) so each transport can map it to its retryable status.
     """
@@ -86,7 +88,7 @@ def deliver_spans(
         accepted = Accepted()
     else:
         try:
-            accepted = consumer.consume_spans(result.records)
+            accepted = consumer.consume_spans(result.records, raw)
         except Refused:
             stats.add("requests_refused")
             stats.add("spans_refused", len(result.records) + result.rejected)
@@ -103,6 +105,7 @@ def deliver_logs(
     stats: ReceiverStats,
     *,
     max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+    raw: RawRequest | None = None,
 ) -> ExportOutcome:
     """Decode a logs request and hand it to the consumer; see `deliver_spans`."""
     stats.add("log_requests")
@@ -111,7 +114,7 @@ def deliver_logs(
         accepted = Accepted()
     else:
         try:
-            accepted = consumer.consume_logs(result.records)
+            accepted = consumer.consume_logs(result.records, raw)
         except Refused:
             stats.add("requests_refused")
             stats.add("logs_refused", len(result.records))

@@ -27,7 +27,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.consumer import Refused, TelemetryConsumer
+from collector.consumer import RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
     OtlpDecodeError,
@@ -230,7 +230,11 @@ class GrpcReceiver:
             context,
             parse_trace_request,
             lambda request: deliver_spans(
-                self._consumer, request, self._stats, max_value_depth=self._max_value_depth
+                self._consumer,
+                request,
+                self._stats,
+                max_value_depth=self._max_value_depth,
+                raw=RawRequest("traces", "protobuf", data),
             ),
         )
         return trace_response(outcome)
@@ -243,7 +247,11 @@ class GrpcReceiver:
             context,
             parse_logs_request,
             lambda request: deliver_logs(
-                self._consumer, request, self._stats, max_value_depth=self._max_value_depth
+                self._consumer,
+                request,
+                self._stats,
+                max_value_depth=self._max_value_depth,
+                raw=RawRequest("logs", "protobuf", data),
             ),
         )
         return logs_response(outcome)

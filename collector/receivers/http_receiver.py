@@ -26,7 +26,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from google.protobuf import json_format
@@ -34,7 +34,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from collector.consumer import Refused, TelemetryConsumer
+from collector.consumer import RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
     OtlpDecodeError,
@@ -67,6 +67,7 @@ _MEDIA_TYPES = {
     "application/protobuf": _PROTOBUF,
     "application/json": _JSON,
 }
+_ENCODINGS: dict[str, Literal["protobuf", "json"]] = {_PROTOBUF: "protobuf", _JSON: "json"}
 _HEX_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 # After an early response, read (and discard) at most this much of the unread body so the
 # client sees the response instead of a connection reset.
@@ -323,6 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
                         trace_request,
                         stats,
                         max_value_depth=receiver.max_value_depth,
+                        raw=RawRequest("traces", _ENCODINGS[media_type], body),
                     )
                 )
             else:
@@ -335,6 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
                         logs_request,
                         stats,
                         max_value_depth=receiver.max_value_depth,
+                        raw=RawRequest("logs", _ENCODINGS[media_type], body),
                     )
                 )
         except OtlpDecodeError as exc:
