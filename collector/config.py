@@ -123,6 +123,10 @@ class DurabilityConfig:
     # closed and analysed (counted as runs_closed.spool_full), so long runs cannot pin the
     # spool until it refuses everything.
     run_eviction_ratio: float = 0.75
+    # At a clean stop: false closes and analyses every open run (close reason "shutdown");
+    # true leaves runs still in progress in the spool and the next start resumes them, so a
+    # restart does not cut them in two.
+    resume_open_runs: bool = False
 
 
 @dataclass
@@ -212,7 +216,6 @@ class Config:
             self.classification.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-
 
     def _validate_durability(self) -> None:
         durability = self.durability

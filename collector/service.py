@@ -14,21 +14,53 @@ from collector.exporters.clickhouse import ClickHouseExporter
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
+from collector.security import (
+    grpc_server_credentials,
+    is_loopback,
+    load_token,
+    server_ssl_context,
+)
+from collector.spool import Spool
 from collector.store import ChdbStore, Store, migrate
 
 log = logging.getLogger(__name__)
 
 
 class Service:
+    """`store` replaces the embedded store (a ClickHouse server adapter, or a test's wrapper
+    that fails on demand)."""
+
     def __init__(self, config: Config, store: Store | None = None) -> None:
         config.validate()
         self.config = config
+        # Read before anything starts, so a bad token file or certificate stops the start.
+        self.auth_token = load_token(config.security.auth)
+        self.ssl_context = server_ssl_context(config.security.tls)
+        self.grpc_credentials = grpc_server_credentials(config.security.tls)
         self.store: Store = store or ChdbStore(config.storage.data_dir, config.storage.database)
         migrate(self.store)
+        storage = config.storage
         self.exporter = ClickHouseExporter(
-            self.store, config.storage.batch_max_rows, config.storage.flush_interval_s
+            self.store,
+            storage.batch_max_rows,
+            storage.flush_interval_s,
+            max_buffered_rows=storage.max_buffered_rows,
+            retry_initial_s=storage.retry_initial_s,
+            retry_max_s=storage.retry_max_s,
         )
-        self.pipeline = Pipeline(config, self.exporter)
+        self.spool: Spool | None = None
+        recovered = None
+        durability = config.durability
+        if durability.mode == "durable":
+            self.spool = Spool(
+                config.spool_dir(),
+                durability.max_spool_bytes,
+                durability.segment_bytes,
+                fsync=durability.fsync == "group",
+                group_commit_s=durability.group_commit_ms / 1000.0,
+            )
+            recovered = self.spool.open()
+        self.pipeline = Pipeline(config, self.exporter, spool=self.spool, recovered=recovered)
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
         self._stopped = threading.Event()
@@ -44,7 +76,10 @@ class Service:
                 max_message_bytes=receivers.grpc.max_message_bytes,
                 max_workers=receivers.grpc.max_workers,
                 max_value_depth=receivers.max_value_depth,
+                credentials=self.grpc_credentials,
+                auth_token=self.auth_token,
             )
+            self._warn_if_exposed("receivers.grpc.endpoint", host)
             self.grpc.start()
         if receivers.http.enabled:
             host, port = parse_endpoint(receivers.http.endpoint, "receivers.http.endpoint")
@@ -55,8 +90,33 @@ class Service:
                 max_value_depth=receivers.max_value_depth,
                 socket_timeout_s=receivers.http.socket_timeout_s,
                 health_check=lambda: (200, json.dumps(self.health())),
+                ssl_context=self.ssl_context,
+                auth_token=self.auth_token,
+                health_open=self.config.security.auth.health_open,
             )
+            self._warn_if_exposed("receivers.http.endpoint", host)
             self.http.start()
+
+    def _warn_if_exposed(self, key: str, host: str) -> None:
+        if is_loopback(host):
+            return
+        missing = [
+            what
+            for what, present in (
+                ("TLS (security.tls)", self.ssl_context is not None),
+                ("a bearer token (security.auth)", bool(self.auth_token)),
+            )
+            if not present
+        ]
+        if missing:
+            log.warning(
+                "%s listens on %s, beyond this machine, without %s: anyone who can reach it "
+                "can send telemetry%s",
+                key,
+                host,
+                " or ".join(missing),
+                "" if self.ssl_context else " and read what is sent in the clear",
+            )
 
     @property
     def grpc_port(self) -> int:
@@ -72,6 +132,9 @@ class Service:
             "buffered_rows": self.exporter.buffered_rows,
             "write_errors": self.exporter.stats.write_errors,
             "rows_written": dict(self.exporter.stats.rows_written),
+            "duplicates_dropped": self.exporter.stats.duplicates_dropped,
+            "rows_unwritable": self.exporter.stats.rows_unwritable,
+            "max_buffered_rows": self.exporter.max_buffered_rows,
         }
         if self.grpc:
             status["grpc"] = self.grpc.stats
@@ -89,6 +152,8 @@ class Service:
         if self.http:
             self.http.shutdown()
         self.pipeline.stop()
+        if self.spool is not None:
+            self.spool.close()
         self.store.close()
 
     def on_output(self, listener: Callable[..., None]) -> None:

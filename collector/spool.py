@@ -370,6 +370,12 @@ class Spool:
             if active is not None and active.refs == 1 and active.size > 0:
                 self._seal()
 
+    def refs(self, segment_id: int) -> int:
+        """How many holds keep this segment (records not yet stored, open runs, replay)."""
+        with self._lock:
+            segment = self._segments.get(segment_id)
+            return segment.refs if segment is not None else 0
+
     def oldest_held(self) -> int | None:
         """The oldest segment still on disk (the one a long run may be pinning)."""
         with self._lock:

@@ -86,9 +86,7 @@ class RedactionConfig:
     key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_KEY_PATTERNS))
     # Matches in string values are replaced; a group named `secret` limits the replacement
     # to that part, keeping the context ("Bearer [REDACTED]").
-    value_patterns: list[str] = field(
-        default_factory=lambda: list(DEFAULT_REDACTED_VALUE_PATTERNS)
-    )
+    value_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_VALUE_PATTERNS))
     replacement: str = "[REDACTED]"
     # Attributes whose key matches (case-insensitive search) are cut to `truncate_bytes`.
     truncate_key_patterns: list[str] = field(default_factory=list)
@@ -144,7 +142,9 @@ def compile_rules(config: RedactionConfig) -> CompiledRules:
         "redaction.truncate_key_patterns", config.truncate_key_patterns, re.IGNORECASE
     )
     _check("redaction.value_patterns", config.value_patterns)
-    hinted, unhinted, keywords = [], [], []
+    hinted: list[re.Pattern[str]] = []
+    unhinted: list[re.Pattern[str]] = []
+    keywords: list[str] = []
     for pattern in config.value_patterns:
         hints = _HINTS.get(pattern)
         if hints is None:
@@ -274,7 +274,11 @@ class Redactor:
             return replacement
         base = match.start()
         whole = match.group(0)
-        return whole[: match.start("secret") - base] + replacement + whole[match.end("secret") - base :]
+        return (
+            whole[: match.start("secret") - base]
+            + replacement
+            + whole[match.end("secret") - base :]
+        )
 
 
 def _collect_text(value: AttrValue, out: list[str]) -> None:

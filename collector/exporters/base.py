@@ -16,6 +16,9 @@ class Exporter(Protocol):
     @property
     def full(self) -> bool: ...
 
+    @property
+    def failing(self) -> bool: ...
+
     def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None: ...
 
     def add_logs(self, logs: list[LogRecord]) -> None: ...
@@ -39,6 +42,7 @@ class MemoryExporter:
         self.signatures: list[RunSignature] = []
 
     full = False
+    failing = False
 
     def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None:
         self.spans.extend(spans)

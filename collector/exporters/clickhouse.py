@@ -175,9 +175,7 @@ class ClickHouseExporter:
             self._write_spans()
             self._write_logs()
             self._write_rows("mast_findings", self._findings, findings_table, _finding_day)
-            self._write_rows(
-                "mast_signatures", self._signatures, signatures_table, _signature_day
-            )
+            self._write_rows("mast_signatures", self._signatures, signatures_table, _signature_day)
         except Exception:
             self.stats.write_errors += 1
             self._failures += 1

@@ -35,6 +35,7 @@ class ReceiverStats:
         "decode_errors",
         "internal_errors",
         "requests_refused",
+        "unauthenticated",
     )
 
     def __init__(self) -> None:

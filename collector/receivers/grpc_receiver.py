@@ -42,6 +42,7 @@ from collector.receivers.delivery import (
     logs_response,
     trace_response,
 )
+from collector.security import BearerTokenInterceptor
 
 __all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcReceiver", "retry_trailing_metadata"]
 
@@ -98,6 +99,8 @@ class GrpcReceiver:
         max_workers: int = 4,
         *,
         max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+        credentials: grpc.ServerCredentials | None = None,
+        auth_token: str | None = None,
     ) -> None:
         if max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
@@ -108,6 +111,8 @@ class GrpcReceiver:
         self._max_message_bytes = max_message_bytes
         self._max_workers = max_workers
         self._max_value_depth = max_value_depth
+        self._credentials = credentials
+        self._auth_token = auth_token
         self._stats = ReceiverStats()
         self._lock = threading.Lock()
         self._server: grpc.Server | None = None
@@ -134,8 +139,18 @@ class GrpcReceiver:
             executor = futures.ThreadPoolExecutor(
                 max_workers=self._max_workers, thread_name_prefix="otlp-grpc"
             )
+            interceptors = (
+                [
+                    BearerTokenInterceptor(
+                        self._auth_token, lambda: self._stats.add("unauthenticated")
+                    )
+                ]
+                if self._auth_token
+                else []
+            )
             server = grpc.server(
                 executor,
+                interceptors=interceptors,
                 options=[
                     ("grpc.max_receive_message_length", self._max_message_bytes),
                     # Without this grpcio lets a second process bind the same port silently.
@@ -156,7 +171,10 @@ class GrpcReceiver:
             )
             target = _grpc_target(self._endpoint)
             try:
-                port = server.add_insecure_port(target)
+                if self._credentials is not None:
+                    port = server.add_secure_port(target, self._credentials)
+                else:
+                    port = server.add_insecure_port(target)
             except RuntimeError as exc:
                 executor.shutdown(wait=False)
                 raise RuntimeError(f"cannot bind OTLP/gRPC receiver to {target}: {exc}") from exc
@@ -167,7 +185,13 @@ class GrpcReceiver:
             self._server = server
             self._executor = executor
             self._port = port
-            log.info("OTLP/gRPC receiver listening on %s (port %d)", target, port)
+            log.info(
+                "OTLP/gRPC receiver listening on %s (port %d%s%s)",
+                target,
+                port,
+                ", TLS" if self._credentials is not None else "",
+                ", bearer token required" if self._auth_token else "",
+            )
 
     def shutdown(self, grace_s: float = 5.0) -> None:
         """Stop accepting RPCs and give in-flight ones up to `grace_s` seconds to finish."""
