@@ -157,6 +157,13 @@ class Spool:
             self._replay.append(segment)
             self._bytes += size
             self._next_seq = max(self._next_seq, segment_id + 1)
+        if self._replay:
+            # Records are numbered in order across segments, so the newest segment holds the
+            # highest number; new records must continue after it (journals name records by
+            # number, and a reused number would mark an old record as stored).
+            newest = self._replay[-1]
+            for seq, _, _ in _read_records(newest.path, SpoolStats()):
+                self._next_seq = max(self._next_seq, seq + 1)
         recovered.segments = len(self._replay)
         recovered.bytes = self._bytes
         if self.fsync:
