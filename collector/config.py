@@ -74,7 +74,11 @@ class ReceiversConfig:
 class PipelineConfig:
     # Spans and log records decoded but not yet processed. Past this, receivers refuse with
     # OTLP's retryable status so senders back off instead of losing data.
-    queue_max_items: int = 200_000
+    # Each queued span costs about 7 KB of memory once decoded.
+    queue_max_items: int = 50_000
+    # Request bytes (as received, decompressed) waiting in the queue: bounds memory when
+    # spans are large, which the item count alone does not.
+    queue_max_bytes: int = 64 * 1024 * 1024
     # How long a refused sender is told to wait before retrying.
     retry_after_s: float = 1.0
     # How often the pipeline releases steps past their grace period and closes idle runs.
@@ -95,7 +99,7 @@ class StorageConfig:
     # Rows waiting for the store. While the store fails writes they accumulate up to this
     # bound; past it the pipeline stops taking batches, its queue fills, and receivers refuse
     # with OTLP's retryable status.
-    max_buffered_rows: int = 200_000
+    max_buffered_rows: int = 50_000
     # A failed write is retried after this delay, doubled on each failure up to the maximum.
     retry_initial_s: float = 0.5
     retry_max_s: float = 30.0
@@ -180,6 +184,7 @@ class Config:
             "receivers.http.max_body_bytes": self.receivers.http.max_body_bytes,
             "receivers.http.socket_timeout_s": self.receivers.http.socket_timeout_s,
             "pipeline.queue_max_items": self.pipeline.queue_max_items,
+            "pipeline.queue_max_bytes": self.pipeline.queue_max_bytes,
             "pipeline.tick_interval_s": self.pipeline.tick_interval_s,
             "pipeline.max_step_text": self.pipeline.max_step_text,
             "storage.batch_max_rows": self.storage.batch_max_rows,

@@ -88,6 +88,7 @@ class PipelineStats:
     logs_received: int = 0
     spans_unrecognised: int = 0
     items_refused: int = 0
+    requests_refused: int = 0
     spool_refusals: int = 0
     export_errors: int = 0
     processing_errors: int = 0
@@ -115,6 +116,8 @@ class _Batch:
     replayed: bool = False
     # Replayed, and the journal says its rows are stored: feed the windows only.
     stored: bool = False
+    # Request bytes it holds in the queue.
+    size: int = 0
 
 
 class _Ledger:
@@ -193,6 +196,7 @@ class Pipeline:
         self._recovered = recovered
         self._queue: queue.Queue[_Batch] = queue.Queue()
         self._queued_items = 0
+        self._queued_bytes = 0
         self._queue_lock = threading.Lock()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
@@ -213,22 +217,50 @@ class Pipeline:
         self._enqueue("logs", logs, raw)
         return Accepted()
 
+    def check_room(self, request_bytes: int) -> None:
+        """Refuse a request before it is even parsed when it cannot be taken (queue or spool
+        at its bound, shutting down): under overload, refusing costs next to nothing."""
+        with self._queue_lock:
+            self._refuse_if_full(0, request_bytes)
+
+    def _refuse_if_full(self, items: int, request_bytes: int) -> None:
+        """Raise Refused (counted) if `items` and `request_bytes` more would pass a bound;
+        the caller holds the queue lock."""
+        retry_after = self.config.pipeline.retry_after_s
+        if self._stop.is_set():
+            raise Refused("the collector is shutting down", retry_after)
+        pipeline = self.config.pipeline
+        reason = ""
+        if self._queued_items and self._queued_items + items > pipeline.queue_max_items:
+            reason = (
+                f"pipeline queue is full ({self._queued_items} of {pipeline.queue_max_items} "
+                "items waiting)"
+            )
+        elif self._queued_bytes and self._queued_bytes + request_bytes > pipeline.queue_max_bytes:
+            reason = (
+                f"pipeline queue is full ({self._queued_bytes} of {pipeline.queue_max_bytes} "
+                "request bytes waiting)"
+            )
+        elif self.spool is not None and (self.spool.bytes + request_bytes > self.spool.max_bytes):
+            self.stats.spool_refusals += 1
+            reason = (
+                f"write-ahead spool is full ({self.spool.bytes} of {self.spool.max_bytes} "
+                "bytes): the store is behind or unreachable"
+            )
+        if reason:
+            self.stats.items_refused += items
+            self.stats.requests_refused += 1
+            raise Refused(reason, retry_after)
+
     def _enqueue(self, kind: str, items: list[Any], raw: RawRequest | None) -> None:
         if not items:
             return
-        retry_after = self.config.pipeline.retry_after_s
+        size = len(raw.data) if raw is not None else 0
         with self._queue_lock:
-            if self._stop.is_set():
-                raise Refused("the collector is shutting down", retry_after)
-            limit = self.config.pipeline.queue_max_items
-            if self._queued_items + len(items) > limit and self._queued_items > 0:
-                self.stats.items_refused += len(items)
-                raise Refused(
-                    f"pipeline queue is full ({self._queued_items} of {limit} items waiting)",
-                    retry_after,
-                )
-            # Room is reserved before the (slow) write to disk, so the bound holds.
+            self._refuse_if_full(len(items), size)
+            # Room is reserved before the (slow) write to disk, so the bounds hold.
             self._queued_items += len(items)
+            self._queued_bytes += size
         entry = None
         if self.spool is not None and raw is not None:
             try:
@@ -236,10 +268,12 @@ class Pipeline:
             except SpoolFull as exc:
                 with self._queue_lock:
                     self._queued_items -= len(items)
+                    self._queued_bytes -= size
                     self.stats.items_refused += len(items)
+                    self.stats.requests_refused += 1
                     self.stats.spool_refusals += 1
-                raise Refused(str(exc), retry_after) from exc
-        self._queue.put(_Batch(kind, items, entry))
+                raise Refused(str(exc), self.config.pipeline.retry_after_s) from exc
+        self._queue.put(_Batch(kind, items, entry, size=size))
 
     @property
     def queue_depth(self) -> int:
@@ -321,6 +355,7 @@ class Pipeline:
     def _take(self, batch: _Batch) -> None:
         with self._queue_lock:
             self._queued_items -= len(batch.items)
+            self._queued_bytes -= batch.size
         self._process(batch)
 
     def _process(self, batch: _Batch) -> None:
@@ -543,6 +578,8 @@ class Pipeline:
         status: dict[str, Any] = {
             "queue_items": self._queued_items,
             "queue_max_items": self.config.pipeline.queue_max_items,
+            "queue_bytes": self._queued_bytes,
+            "queue_max_bytes": self.config.pipeline.queue_max_bytes,
             "active_runs": self.windows.active_runs,
             "pipeline": vars(self.stats).copy(),
             "windows": {

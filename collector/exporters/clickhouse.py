@@ -108,7 +108,7 @@ class ClickHouseExporter:
         batch_max_rows: int,
         flush_interval_s: float,
         *,
-        max_buffered_rows: int = 200_000,
+        max_buffered_rows: int = 50_000,
         retry_initial_s: float = 0.5,
         retry_max_s: float = 30.0,
     ) -> None:

@@ -70,6 +70,20 @@ def _merge(
     return ExportOutcome(rejected=result_rejected + accepted.rejected, message="; ".join(messages))
 
 
+def check_room(consumer: TelemetryConsumer, request_bytes: int, stats: ReceiverStats) -> None:
+    """Ask a consumer that can tell (the pipeline's `check_room`) whether it has room, before
+    spending anything on parsing: under overload a refusal then costs next to nothing.
+    Raises `Refused` (counted)."""
+    check = getattr(consumer, "check_room", None)
+    if check is None:
+        return
+    try:
+        check(request_bytes)
+    except Refused:
+        stats.add("requests_refused")
+        raise
+
+
 def deliver_spans(
     consumer: TelemetryConsumer,
     request: ExportTraceServiceRequest,

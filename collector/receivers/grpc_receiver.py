@@ -37,6 +37,7 @@ from collector.otlp.decode import (
 from collector.receivers.delivery import (
     ExportOutcome,
     ReceiverStats,
+    check_room,
     deliver_logs,
     deliver_spans,
     logs_response,
@@ -228,6 +229,7 @@ class GrpcReceiver:
         trailing: Sequence[tuple[str, bytes]] = ()
         outcome = ExportOutcome()
         try:
+            check_room(self._consumer, len(data), self._stats)
             outcome = deliver(parse(data))
         except OtlpDecodeError as exc:
             self._stats.add("decode_errors")

@@ -45,6 +45,7 @@ from collector.otlp.decode import (
 from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 from collector.receivers.delivery import (
     ReceiverStats,
+    check_room,
     deliver_logs,
     deliver_spans,
     logs_response,
@@ -338,6 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         stats = receiver.stats_counter
         response: Message
         try:
+            check_room(receiver.consumer, len(body), stats)
             if traces:
                 trace_request = (
                     parse_trace_json(body) if media_type == _JSON else parse_trace_request(body)
