@@ -26,6 +26,8 @@ DEFAULT_REDACTED_KEY_PATTERNS: tuple[str, ...] = (
     r"|credentials?)$",
 )
 
+# Every default rule runs in time linear in the value's length (repetitions that could
+# backtrack are bounded), so a hostile value cannot make redaction quadratic.
 DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
     # HTTP authorization schemes.
     r"(?i:\bbearer\s+)(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)",
@@ -35,7 +37,7 @@ DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
     r"(?i:aws_secret_access_key|aws_session_token)[\"']?\s*[:=]\s*[\"']?"
     r"(?P<secret>[A-Za-z0-9/+=]{16,})",
     # Passwords in URLs: scheme://user:password@host
-    r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@]+:(?P<secret>[^\s@/?#]+)@",
+    r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:/?#@]{1,256}:(?P<secret>[^\s@/?#]{1,256})@",
     # Command-line flags: --token=..., --password ..., -p=...
     r"(?i:--?(?:token|password|passwd|secret|api[-_]?key|access[-_]?key|client[-_]secret"
     r"|auth[-_]?token))(?:=|\s+)(?P<secret>[^\s\"']+)",
@@ -47,7 +49,10 @@ DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
     r"\b(?P<secret>sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,})",
     r"\b(?P<secret>xox[abprs]-[A-Za-z0-9-]{10,})",
     r"\b(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
-    r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z]+ )*PRIVATE KEY-----",
+    # A key block, to its END line or 16 KiB (the END is optional so that every match
+    # consumes what it scanned: no rescanning, however many BEGIN lines a value holds).
+    r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:(?!-----END)[\s\S]){0,16384}"
+    r"(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?",
 )
 
 # Literal keywords (case-insensitive regex alternatives) at least one of which appears in any
