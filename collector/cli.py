@@ -30,6 +30,7 @@ def _config(args: argparse.Namespace) -> Config:
             "receivers.grpc.endpoint": getattr(args, "grpc_endpoint", None),
             "receivers.http.endpoint": getattr(args, "http_endpoint", None),
             "storage.data_dir": getattr(args, "data_dir", None),
+            "telemetry.metrics_endpoint": getattr(args, "metrics_endpoint", None),
         },
     )
 
@@ -71,8 +72,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from collector.demo.dialects import DIALECTS
     from collector.demo.runner import run_demo
 
-    config = _config(args)
     dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
+    if args.endpoint:
+        return _demo_sender(args, dialects)
+    if args.loop:
+        raise ConfigError("--loop sends to a running collector: give it with --endpoint")
+    config = _config(args)
     started = time.monotonic()
     result = run_demo(config, transport=args.transport, dialects=dialects)
     elapsed = time.monotonic() - started
@@ -118,6 +123,97 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"\nQuery them again with: mast-otel findings --data-dir {config.storage.data_dir}"
         + ("" if not mismatches else f"\n{mismatches} run(s) differ from the scenario's labels.")
     )
+    return 0
+
+
+def _demo_sender(args: argparse.Namespace, dialects: list[str]) -> int:
+    """`demo --endpoint`: the demo agent alone, sending its runs to a running collector."""
+    from collector.config import parse_endpoint
+    from collector.demo.agent import AgentRun
+    from collector.demo.runner import send_runs
+
+    if not args.endpoint.startswith(("http://", "https://")):
+        parse_endpoint(args.endpoint, "--endpoint")
+    if args.interval <= 0:
+        raise ConfigError(f"--interval must be greater than 0, got {args.interval}")
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s: stopping after this round", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+    def _report(round_no: int, runs: list[AgentRun]) -> None:
+        if args.output == "json":
+            for run in runs:
+                print(
+                    json.dumps(
+                        {
+                            "round": round_no,
+                            "scenario": run.scenario.name,
+                            "dialect": run.dialect,
+                            "trace_id": run.trace_id,
+                            "expected_modes": list(run.scenario.expected_modes),
+                        }
+                    ),
+                    flush=True,
+                )
+        else:
+            print(
+                f"round {round_no}: sent {len(runs)} agent runs ({', '.join(dialects)}) to "
+                f"{args.endpoint} over OTLP/{args.transport}",
+                flush=True,
+            )
+
+    send_runs(
+        args.endpoint,
+        args.transport,
+        dialects,
+        stop,
+        loop=args.loop,
+        interval_s=args.interval,
+        service_name=args.service_name,
+        on_round=_report,
+    )
+    return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Ask a running collector's `GET /healthz`: exit 0 when it answers 200, 1 otherwise.
+    Container health checks run this (the slim image has no curl)."""
+    import urllib.error
+    import urllib.request
+
+    from collector.config import parse_endpoint
+
+    if args.endpoint:
+        host, port = parse_endpoint(args.endpoint, "--endpoint")
+    else:
+        config = load_config(args.config)
+        if not config.receivers.http.enabled:
+            raise ConfigError("receivers.http is disabled in the config: there is no /healthz")
+        host, port = parse_endpoint(config.receivers.http.endpoint, "receivers.http.endpoint")
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as response:
+            body = response.read(1 << 20)
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        print(f"mast-otel: {url} answered {exc.code}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"mast-otel: {url} did not answer: {reason}", file=sys.stderr)
+        return 1
+    if status != 200:
+        print(f"mast-otel: {url} answered {status}", file=sys.stderr)
+        return 1
+    if args.verbose_body:
+        print(body.decode("utf-8", "replace"))
     return 0
 
 
@@ -187,6 +283,67 @@ def cmd_signatures(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_summary(args: argparse.Namespace) -> int:
+    config = _config(args)
+    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        groups = (
+            queries.summary(store, config.scoring, by=args.by, since_ns=_since(args.since))
+            if _has_store(store)
+            else []
+        )
+    finally:
+        store.close()
+    if args.output == "json":
+        for g in groups:
+            print(
+                json.dumps(
+                    {
+                        args.by: g.group,
+                        "runs": g.runs,
+                        "failed_runs": g.failed_runs,
+                        "success_runs": g.success_runs,
+                        "unknown_outcome_runs": g.unknown_runs,
+                        "success_rate": g.success_rate,
+                        "mean_score": g.mean_score,
+                        "modes_per_failed_run": g.modes_per_failed_run,
+                        "fatal_modes": g.fatal_modes,
+                        "modes": [
+                            {
+                                "mode": m.mode,
+                                "rate_failed": m.rate_failed,
+                                "rate_success": m.rate_success,
+                                "lift": m.lift,
+                                "fatal": m.fatal,
+                                "basis": m.basis,
+                            }
+                            for m in g.modes
+                        ],
+                    }
+                )
+            )
+        return 0
+    if not groups:
+        print("no runs")
+    for g in groups:
+        rate = "-" if g.success_rate is None else f"{g.success_rate:.0%}"
+        score = "-" if g.mean_score is None else f"{g.mean_score:.2f}"
+        print(
+            f"{args.by} {g.group or '(unknown)'}: {g.runs} runs, success {rate}, mean score "
+            f"{score}, {g.modes_per_failed_run:.1f} modes per failed run"
+        )
+        print(f"  {'mode':<7} {'failed':>7} {'success':>7} {'lift':>6}  call")
+        for m in g.modes:
+            if not (m.failed_with or m.success_with):
+                continue
+            call = ("fatal" if m.fatal else "benign") + f" ({m.basis})"
+            print(
+                f"  {m.mode:<7} {m.rate_failed:>7.0%} {m.rate_success:>7.0%} "
+                f"{m.lift:>+6.0%}  {call}"
+            )
+    return 0
+
+
 def _has_store(store: ChdbStore) -> bool:
     rows = store.query(
         f"SELECT count() AS n FROM system.tables WHERE database = '{store.database}' "
@@ -231,6 +388,72 @@ def _since(value: str | None) -> int | None:
     return int(moment.timestamp() * 1e9)
 
 
+def cmd_dashboards_generate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dashboards import generate
+
+    root = Path(args.root)
+    if args.check:
+        stale = generate.stale(root)
+        for path in stale:
+            print(f"out of date: {path}")
+        if stale:
+            print("run `mast-otel dashboards generate` and commit the result", file=sys.stderr)
+        return 1 if stale else 0
+    for written in generate.write(root):
+        print(written)
+    return 0
+
+
+def cmd_dashboards_push(args: argparse.Namespace) -> int:
+    from dashboards import provisioning
+    from dashboards.push import PushError, connect, push
+
+    settings = provisioning.ClickHouseSettings(
+        host=args.clickhouse_host,
+        port=args.clickhouse_port,
+        protocol=args.clickhouse_protocol,
+        secure=args.clickhouse_secure,
+        username=args.clickhouse_user,
+        password=args.clickhouse_password or "",
+        database=args.database,
+    )
+    try:
+        api = connect(args.grafana_url, args.token, args.user, args.password)
+        report = push(api, settings, prometheus_url=args.prometheus_url)
+    except PushError as exc:
+        print(f"mast-otel: {exc}", file=sys.stderr)
+        return 2
+    print(f"Grafana at {args.grafana_url}: {report}")
+    return 0
+
+
+def _dashboards_parser(sub: Any) -> None:
+    dashboards = sub.add_parser("dashboards", help="Grafana dashboards and alert rules")
+    commands = dashboards.add_subparsers(dest="dashboards_command", required=True)
+    gen = commands.add_parser("generate", help="write dashboards JSON, provisioning, rules")
+    gen.add_argument("--root", default=".", help="repository root to write under (default .)")
+    gen.add_argument("--check", action="store_true", help="only check the files are current")
+    gen.set_defaults(func=cmd_dashboards_generate)
+    push = commands.add_parser(
+        "push", help="install dashboards, data sources and alert rules into a running Grafana"
+    )
+    push.add_argument("--grafana-url", required=True, help="e.g. http://127.0.0.1:3000")
+    push.add_argument("--token", help="service account token")
+    push.add_argument("--user", help="basic-auth user (with --password)")
+    push.add_argument("--password", help="basic-auth password")
+    push.add_argument("--clickhouse-host", default="clickhouse")
+    push.add_argument("--clickhouse-port", type=int, default=9000)
+    push.add_argument("--clickhouse-protocol", choices=["native", "http"], default="native")
+    push.add_argument("--clickhouse-secure", action="store_true", help="TLS to ClickHouse")
+    push.add_argument("--clickhouse-user", default="default")
+    push.add_argument("--clickhouse-password")
+    push.add_argument("--database", default="otel", help="the collector's storage.database")
+    push.add_argument("--prometheus-url", help="Prometheus scraping the collector's /metrics")
+    push.set_defaults(func=cmd_dashboards_push)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mast-otel",
@@ -246,6 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
         if endpoints:
             p.add_argument("--grpc-endpoint", help="OTLP/gRPC HOST:PORT (default 127.0.0.1:4317)")
             p.add_argument("--http-endpoint", help="OTLP/HTTP HOST:PORT (default 127.0.0.1:4318)")
+            p.add_argument(
+                "--metrics-endpoint",
+                help="also serve /metrics on HOST:PORT (always on the OTLP/HTTP port too)",
+            )
 
     serve = sub.add_parser("serve", help="run the collector (OTLP gRPC and HTTP)")
     common(serve, endpoints=True)
@@ -260,13 +487,45 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["genai", "genai-legacy", "openinference", "openllmetry", "all"],
     )
     demo.add_argument("--output", choices=["table", "json"], default="table")
+    demo.add_argument(
+        "--endpoint",
+        help="send the runs to a running collector at HOST:PORT (or an OTLP/HTTP URL) "
+        "instead of starting one",
+    )
+    demo.add_argument(
+        "--loop", action="store_true", help="with --endpoint: send rounds until stopped"
+    )
+    demo.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between rounds (default 5)"
+    )
+    demo.add_argument(
+        "--service-name", default="sre-agent", help="service.name of the demo agent's spans"
+    )
     demo.set_defaults(func=cmd_demo)
+
+    health = sub.add_parser("health", help="check a running collector's GET /healthz")
+    health.add_argument("--config", help="YAML config file (its receivers.http.endpoint)")
+    health.add_argument("--endpoint", help="HOST:PORT of the OTLP/HTTP receiver")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    health.add_argument(
+        "--print", dest="verbose_body", action="store_true", help="print the counters"
+    )
+    health.set_defaults(func=cmd_health)
 
     analyze = sub.add_parser("analyze", help="run the detectors over OTLP JSON/protobuf files")
     analyze.add_argument("files", nargs="+", help="OTLP/JSON lines or OTLP protobuf files")
     analyze.add_argument("--config", help="YAML config file")
     analyze.add_argument("--output", choices=["table", "json"], default="table")
     analyze.set_defaults(func=cmd_analyze)
+
+    summary = sub.add_parser(
+        "summary", help="per model: success rate, modes per failed run, fatal vs benign modes"
+    )
+    common(summary)
+    summary.add_argument("--by", choices=["model", "agent", "service"], default="model")
+    summary.add_argument("--since", help="only runs since: 15m, 2h, 1d or an ISO time")
+    summary.add_argument("--output", choices=["table", "json"], default="table")
+    summary.set_defaults(func=cmd_summary)
 
     for name, func, what in (
         ("findings", cmd_findings, "list stored findings"),
@@ -281,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--limit", type=int, default=1000)
         p.add_argument("--output", choices=["table", "json"], default="table")
         p.set_defaults(func=func)
+    _dashboards_parser(sub)
     return parser
 
 

@@ -18,8 +18,10 @@ import yaml
 
 from processors.classify import ClassifierConfig
 from processors.detectors.config import DetectorsConfig
+from processors.judge import JudgeConfig
 from processors.limits import LimitsConfig
 from processors.redact import RedactionConfig
+from processors.scoring import ScoringConfig
 from processors.window import WindowConfig
 
 
@@ -44,16 +46,25 @@ def parse_endpoint(value: str, key: str) -> tuple[str, int]:
 
 @dataclass
 class GrpcReceiverConfig:
+    """OTLP over gRPC (`opentelemetry.proto.collector.{trace,logs}.v1` services)."""
+
+    # Serve OTLP/gRPC at all.
     enabled: bool = True
     # Loopback by default: exposing the receiver to the network is a deliberate choice.
     endpoint: str = "127.0.0.1:4317"
+    # Largest request accepted; a larger one is refused with RESOURCE_EXHAUSTED.
     max_message_bytes: int = 16 * 1024 * 1024
+    # Requests decoded at once (gRPC server threads).
     max_workers: int = 4
 
 
 @dataclass
 class HttpReceiverConfig:
+    """OTLP over HTTP (`/v1/traces`, `/v1/logs`, protobuf or JSON) and `GET /healthz`."""
+
+    # Serve OTLP/HTTP and the health endpoint at all.
     enabled: bool = True
+    # Loopback by default; health checks (container, Kubernetes probes) use this port.
     endpoint: str = "127.0.0.1:4318"
     # Checked before reading and again while decompressing (a gzip bomb stops here).
     max_body_bytes: int = 16 * 1024 * 1024
@@ -63,6 +74,8 @@ class HttpReceiverConfig:
 
 @dataclass
 class ReceiversConfig:
+    """Where telemetry comes in."""
+
     grpc: GrpcReceiverConfig = field(default_factory=GrpcReceiverConfig)
     http: HttpReceiverConfig = field(default_factory=HttpReceiverConfig)
     # Attribute values nested deeper than this (arrays in maps in arrays ...) are replaced by
@@ -72,6 +85,8 @@ class ReceiversConfig:
 
 @dataclass
 class PipelineConfig:
+    """The queue between receivers and the one worker that normalizes, windows and detects."""
+
     # Spans and log records decoded but not yet processed. Past this, receivers refuse with
     # OTLP's retryable status so senders back off instead of losing data.
     # Each queued span costs about 7 KB of memory once decoded.
@@ -89,12 +104,18 @@ class PipelineConfig:
 
 @dataclass
 class StorageConfig:
+    """Where spans, findings and signatures are written."""
+
+    # "chdb": ClickHouse embedded in the process, a directory on disk, nothing to start.
     backend: str = "chdb"
+    # The embedded store's directory (one process at a time may open it).
     data_dir: str = "./mast-data"
     # The OpenTelemetry Collector's ClickHouse exporter writes to "otel" by default; sharing the
     # name lets the two share a store.
     database: str = "otel"
+    # Buffered rows (all tables together) that trigger a write before the interval is up.
     batch_max_rows: int = 20_000
+    # Buffered rows are written at least this often: one columnar insert per table.
     flush_interval_s: float = 1.0
     # Rows waiting for the store. While the store fails writes they accumulate up to this
     # bound; past it the pipeline stops taking batches, its queue fills, and receivers refuse
@@ -162,13 +183,46 @@ class SecurityConfig:
 
 
 @dataclass
+class ShardingConfig:
+    """One replica among several behind a load balancer that routes by trace id
+    (deploy/scale-out.md)."""
+
+    # When a run closes, look in the shared store for spans of its trace that other replicas
+    # received (the balancer moved the trace id when replicas came or went); if there are
+    # any, analyse the whole trace from the store and write its findings and signature over
+    # the partial ones. Needs a store every replica writes to (a ClickHouse server or cluster).
+    merge_split_runs: bool = False
+    # Spans of a closed run's trace are looked for this long before and after the ones this
+    # replica saw, which keeps the look-up to a few daily partitions.
+    trace_time_window_s: float = 86_400.0
+    # Closed runs waiting for that look (one look per storage flush); past this the oldest
+    # are not looked at, counted in /healthz as sharding.checks_dropped.
+    max_pending_checks: int = 100_000
+
+
+@dataclass
+class TelemetryConfig:
+    """The collector's own metrics (Prometheus exposition of what /healthz reports)."""
+
+    # The collector's own metrics are always on GET /metrics of the OTLP/HTTP receiver. Set
+    # HOST:PORT here to serve them on a listener of their own too ("" = no extra listener).
+    metrics_endpoint: str = ""
+
+
+@dataclass
 class Config:
+    """The whole configuration; each section is a key at the top of the YAML file."""
+
     receivers: ReceiversConfig = field(default_factory=ReceiversConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     windows: WindowConfig = field(default_factory=WindowConfig)
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classification: ClassifierConfig = field(default_factory=ClassifierConfig)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    sharding: ShardingConfig = field(default_factory=ShardingConfig)
     durability: DurabilityConfig = field(default_factory=DurabilityConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
@@ -181,6 +235,8 @@ class Config:
             ("receivers.http.endpoint", self.receivers.http.endpoint),
         ):
             parse_endpoint(endpoint, key)
+        if self.telemetry.metrics_endpoint:
+            parse_endpoint(self.telemetry.metrics_endpoint, "telemetry.metrics_endpoint")
         positive = {
             "receivers.grpc.max_message_bytes": self.receivers.grpc.max_message_bytes,
             "receivers.grpc.max_workers": self.receivers.grpc.max_workers,
@@ -192,6 +248,8 @@ class Config:
             "pipeline.max_step_text": self.pipeline.max_step_text,
             "storage.batch_max_rows": self.storage.batch_max_rows,
             "storage.flush_interval_s": self.storage.flush_interval_s,
+            "sharding.trace_time_window_s": self.sharding.trace_time_window_s,
+            "sharding.max_pending_checks": self.sharding.max_pending_checks,
             "storage.max_buffered_rows": self.storage.max_buffered_rows,
             "storage.retry_initial_s": self.storage.retry_initial_s,
             "storage.retry_max_s": self.storage.retry_max_s,
@@ -222,6 +280,8 @@ class Config:
             self.windows.validate()
             self.detectors.validate()
             self.classification.validate()
+            self.scoring.validate()
+            self.judge.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
 
@@ -314,6 +374,13 @@ def _coerce(current: Any, value: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return value
+    if isinstance(current, dict):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            for k, v in value.items()
+        ):
+            raise ConfigError(f"{where}: expected a mapping of names to lists of strings")
+        return value
     if isinstance(current, list | tuple):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
@@ -364,3 +431,18 @@ EXAMPLE_HEADER = (
 def example_yaml() -> str:
     """Every option at its default, as YAML (deploy/config.example.yaml is this)."""
     return EXAMPLE_HEADER + yaml.safe_dump(dataclasses.asdict(Config()), sort_keys=False, width=200)
+
+
+def on_free_loopback_ports(config: Config, data_dir: str | Path | None = None) -> Config:
+    """The same config with both receivers on free loopback ports (and, if given, another
+    store directory): for the demo, which must not collide with a running `serve`, and tests."""
+    receivers = dataclasses.replace(
+        config.receivers,
+        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
+        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
+    )
+    config = dataclasses.replace(config, receivers=receivers)
+    if data_dir is not None:
+        storage = dataclasses.replace(config.storage, data_dir=str(data_dir))
+        config = dataclasses.replace(config, storage=storage)
+    return config

@@ -23,12 +23,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector.config import Config
 from collector.consumer import Accepted, RawRequest, Refused
 from collector.exporters.base import Exporter
+from collector.judge import JudgeStage, OpenAICompatibleJudge
 from collector.otlp.decode import (
     OtlpDecodeError,
     decode_logs,
@@ -42,7 +43,7 @@ from processors import conventions
 from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory
 from processors.limits import RecordLimits
-from processors.model import Step, StepKind, StepStatus
+from processors.model import Finding, Step, StepKind, StepStatus
 from processors.normalize import normalize_log, normalize_span
 from processors.records import LogRecord, SpanRecord
 from processors.redact import Redactor
@@ -105,6 +106,10 @@ class PipelineStats:
     backpressure_ticks: int = 0
     replayed_requests: int = 0
     replay_decode_errors: int = 0
+    outcomes_updated: int = 0
+    findings_refused: int = 0
+    # Findings by mode, for self-metrics (fatality is derived from the mode).
+    findings_by_mode: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -187,7 +192,14 @@ class Pipeline:
         self.wall_clock = wall_clock
         classifier = ActionClassifier(config.classification)
         detectors = build_detectors(config.detectors, classifier)
-        self.windows = RunWindows(config.windows, detector_factory(detectors))
+        self.windows = RunWindows(
+            config.windows, detector_factory(detectors), keep_transcripts=config.judge.enabled
+        )
+        self.judge: JudgeStage | None = None
+        if config.judge.enabled:
+            self.judge = JudgeStage(
+                OpenAICompatibleJudge(config.judge), config.judge, self.consume_findings
+            )
         self.limits = RecordLimits(config.limits)
         self.redactor = Redactor(config.redaction)
         self.stats = PipelineStats()
@@ -202,6 +214,7 @@ class Pipeline:
         self._worker: threading.Thread | None = None
         self._last_tick = 0.0
         self._listeners: list[Callable[[WindowOutput], None]] = []
+        self._after_export: list[Callable[[float, bool], None]] = []
         # Runs opened since the store last confirmed a flush: their spans may have been stored
         # by an earlier process (or be re-sent copies), so they are looked up before writing.
         self._unverified: set[str] = set()
@@ -216,6 +229,15 @@ class Pipeline:
     def consume_logs(self, logs: list[LogRecord], raw: RawRequest | None = None) -> Accepted:
         self._enqueue("logs", logs, raw)
         return Accepted()
+
+    def consume_findings(self, findings: list[Finding]) -> None:
+        """Findings made outside the worker (the semantic judge), stored by the worker. They
+        are not spooled: after a crash the judge's verdicts on runs in flight are not
+        repeated."""
+        try:
+            self._enqueue("findings", findings, None)
+        except Refused:
+            self.stats.findings_refused += len(findings)
 
     def check_room(self, request_bytes: int) -> None:
         """Refuse a request before it is even parsed when it cannot be taken (queue or spool
@@ -285,9 +307,17 @@ class Pipeline:
         """Call `listener` with every batch of findings and closed-run signatures."""
         self._listeners.append(listener)
 
+    def after_export(self, stage: Callable[[float, bool], None]) -> None:
+        """Call `stage(now, final)` on the pipeline's thread after each tick's export, and
+        once more with `final=True` after the last flush at stop (the scale-out merge of runs
+        split across replicas runs here, after this replica's own rows are written)."""
+        self._after_export.append(stage)
+
     def start(self) -> None:
         self._worker = threading.Thread(target=self._run, name="mast-pipeline", daemon=True)
         self._worker.start()
+        if self.judge is not None:
+            self.judge.start()
 
     def stop(self) -> None:
         """Take no more, process what is queued, close every open run and write everything the
@@ -305,6 +335,10 @@ class Pipeline:
             self._emit(self._guarded(self.windows.close_finished))
         else:
             self._emit(self._guarded(lambda: self.windows.close_all("shutdown")))
+        if self.judge is not None:
+            # Runs still waiting for the judge are judged no more; what it found so far stays.
+            self.judge.stop()
+            self._drain()
         try:
             if self.exporter.flush(self.clock(), force=True):
                 self._confirm()
@@ -318,6 +352,11 @@ class Pipeline:
                 )
             else:
                 log.error("the store refused the last writes (%s); they are lost", exc)
+        for stage in self._after_export:
+            try:
+                stage(self.clock(), True)
+            except Exception:
+                log.exception("a stage after export failed at stop")
 
     def _run(self) -> None:
         if self.spool is not None and self.spool.replaying:
@@ -362,8 +401,11 @@ class Pipeline:
         try:
             if batch.kind == "spans":
                 self.process_spans(batch.items, source=batch)
-            else:
+            elif batch.kind == "logs":
                 self.process_logs(batch.items, source=batch)
+            else:
+                self.stats.findings += len(batch.items)
+                self.exporter.add_findings(batch.items)
         except Exception:
             # A bug must not take the collector down with every run in flight.
             self.stats.processing_errors += 1
@@ -522,6 +564,11 @@ class Pipeline:
             # Rows stay buffered (and the requests in the spool) and are written later.
             self.stats.export_errors += 1
             log.error("writing to the store failed (%s); will retry with backoff", exc)
+        for stage in self._after_export:
+            try:
+                stage(now, False)
+            except Exception:
+                log.exception("a stage after export failed; it runs again at the next tick")
 
     def _confirm(self) -> None:
         self._unverified.clear()
@@ -555,16 +602,26 @@ class Pipeline:
             log.exception("closing runs failed")
             return WindowOutput()
 
-    def close_all(self) -> None:
-        self._emit(self.windows.close_all("end_of_input"))
+    def close_all(self, reason: str = "end_of_input") -> None:
+        """Close every open run; `reason` is recorded for runs nothing else closed."""
+        self._emit(self.windows.close_all(reason))
 
     def _emit(self, out: WindowOutput) -> None:
         if self._ledger is not None:
             for signature in out.signatures:
                 self._ledger.closed(signature.trace_id)
+        if self.judge is not None:
+            for transcript in out.transcripts:
+                self.judge.offer(transcript)
+        if out.outcomes:
+            self.stats.outcomes_updated += len(out.outcomes)
+            self.exporter.add_outcomes(out.outcomes)
         if not out.findings and not out.signatures:
             return
         self.stats.findings += len(out.findings)
+        by_mode = self.stats.findings_by_mode
+        for finding in out.findings:
+            by_mode[finding.mode] = by_mode.get(finding.mode, 0) + 1
         self.stats.signatures += len(out.signatures)
         if out.findings:
             self.exporter.add_findings(out.findings)
@@ -581,7 +638,10 @@ class Pipeline:
             "queue_bytes": self._queued_bytes,
             "queue_max_bytes": self.config.pipeline.queue_max_bytes,
             "active_runs": self.windows.active_runs,
-            "pipeline": vars(self.stats).copy(),
+            "pipeline": {
+                **vars(self.stats),
+                "findings_by_mode": dict(self.stats.findings_by_mode),
+            },
             "windows": {
                 "runs_opened": w.runs_opened,
                 "runs_closed": dict(w.runs_closed),
@@ -590,6 +650,7 @@ class Pipeline:
                 "steps_duplicate": w.steps_duplicate,
                 "steps_late": w.steps_late,
                 "steps_after_close": w.steps_after_close,
+                "outcomes_after_close": w.outcomes_after_close,
                 "steps_trimmed": w.steps_trimmed,
                 "pending_overflow": w.pending_overflow,
             },

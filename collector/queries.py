@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.store import Store
+from processors.scoring import GroupSummary, ScoringConfig, summarize
 
 _HEX = re.compile(r"^[0-9a-f]{32}$")
 _MODE = re.compile(r"^FM-[1-3]\.[1-6]$")
@@ -99,3 +100,90 @@ def span_counts(store: Store) -> dict[str, int]:
         f"FROM {store.database}.otel_traces"
     )
     return {k: int(v) for k, v in rows[0].items()}
+
+
+def record_outcome(store: Store, trace_id: str, outcome: str, score: float | None) -> None:
+    """Write a new version of a run's signature with its outcome (and score) set. Evaluators
+    usually judge a run after it closed; the newest version replaces the older one."""
+    if not _HEX.match(trace_id):
+        raise QueryError(f"expected a 32-hex trace id, got {trace_id!r}")
+    if outcome not in ("", "success", "failure"):
+        raise QueryError(f"outcome must be success or failure, got {outcome!r}")
+    replaced = []
+    if outcome:
+        replaced.append(f"'{outcome}' AS Outcome")
+    if score is not None:
+        replaced.append(f"toNullable(toFloat64({float(score)!r})) AS Score")
+    if not replaced:
+        return
+    replaced.append("toUInt64(toUnixTimestamp64Nano(now64(9))) AS Version")
+    store.execute(
+        f"INSERT INTO {store.database}.mast_signatures "
+        f"SELECT * REPLACE ({', '.join(replaced)}) "
+        f"FROM {store.database}.mast_signatures FINAL WHERE TraceId = '{trace_id}'"
+    )
+
+
+_GROUPS = {"model": "Model", "agent": "AgentName", "service": "ServiceName"}
+
+
+def summary(
+    store: Store,
+    config: ScoringConfig,
+    by: str = "model",
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+) -> list[GroupSummary]:
+    """Per model (or agent, or service) over a time range: success rate, mean score, modes
+    per failed run, and each mode's lift and fatal/benign call."""
+    column = _GROUPS.get(by)
+    if column is None:
+        raise QueryError(f"--by expects one of {', '.join(_GROUPS)}, got {by!r}")
+    where = ["1"]
+    if since_ns is not None:
+        where.append(f"Start >= fromUnixTimestamp64Nano({int(since_ns)})")
+    if until_ns is not None:
+        where.append(f"Start < fromUnixTimestamp64Nano({int(until_ns)})")
+    clause = " AND ".join(where)
+    table = f"{store.database}.mast_signatures FINAL"
+    totals = store.query(
+        f"""
+        SELECT {column} AS grp, Outcome AS outcome, count() AS runs,
+               sum(DistinctModes) AS distinct_modes, avg(Score) AS mean_score,
+               count(Score) AS scored
+        FROM {table} WHERE {clause}
+        GROUP BY grp, outcome ORDER BY grp, outcome
+        """
+    )
+    per_mode = store.query(
+        f"""
+        SELECT {column} AS grp, mode, Outcome AS outcome, count() AS runs
+        FROM {table} ARRAY JOIN Modes AS mode WHERE {clause}
+        GROUP BY grp, mode, outcome
+        """
+    )
+    groups: dict[str, dict[str, Any]] = {}
+    for row in totals:
+        g = groups.setdefault(
+            row["grp"], {"outcomes": {}, "modes": {}, "distinct": 0, "score_sum": 0.0, "scored": 0}
+        )
+        g["outcomes"][row["outcome"]] = int(row["runs"])
+        if row["outcome"] == "failure":
+            g["distinct"] = int(row["distinct_modes"])
+        if int(row["scored"]):
+            g["score_sum"] += float(row["mean_score"]) * int(row["scored"])
+            g["scored"] += int(row["scored"])
+    for row in per_mode:
+        if row["grp"] in groups:
+            groups[row["grp"]]["modes"][(row["mode"], row["outcome"])] = int(row["runs"])
+    return [
+        summarize(
+            name,
+            g["outcomes"],
+            g["modes"],
+            g["distinct"],
+            g["score_sum"] / g["scored"] if g["scored"] else None,
+            config,
+        )
+        for name, g in sorted(groups.items())
+    ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from collector.config import Config, parse_endpoint
 from collector.exporters.clickhouse import ClickHouseExporter
+from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
@@ -20,6 +21,7 @@ from collector.security import (
     load_token,
     server_ssl_context,
 )
+from collector.split_runs import SplitRunMerger
 from collector.spool import Spool
 from collector.store import ChdbStore, Store, migrate
 
@@ -61,8 +63,15 @@ class Service:
             )
             recovered = self.spool.open()
         self.pipeline = Pipeline(config, self.exporter, spool=self.spool, recovered=recovered)
+        self.split_runs: SplitRunMerger | None = None
+        if config.sharding.merge_split_runs:
+            self.split_runs = SplitRunMerger(self.store, config, self.exporter)
+            self.pipeline.on_output(self.split_runs.note)
+            self.pipeline.after_export(self.split_runs.check)
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
+        self.metrics_registry = registry_for(self.health)
+        self.metrics_server: MetricsServer | None = None
         self._stopped = threading.Event()
 
     def start(self) -> None:
@@ -93,9 +102,15 @@ class Service:
                 ssl_context=self.ssl_context,
                 auth_token=self.auth_token,
                 health_open=self.config.security.auth.health_open,
+                metrics=lambda: exposition(self.metrics_registry),
             )
             self._warn_if_exposed("receivers.http.endpoint", host)
             self.http.start()
+        if self.config.telemetry.metrics_endpoint:
+            host, port = parse_endpoint(
+                self.config.telemetry.metrics_endpoint, "telemetry.metrics_endpoint"
+            )
+            self.metrics_server = MetricsServer(self.metrics_registry, host, port)
 
     def _warn_if_exposed(self, key: str, host: str) -> None:
         if is_loopback(host):
@@ -128,14 +143,20 @@ class Service:
 
     def health(self) -> dict[str, Any]:
         status = self.pipeline.health()
+        exporter = self.exporter.stats
         status["store"] = {
             "buffered_rows": self.exporter.buffered_rows,
-            "write_errors": self.exporter.stats.write_errors,
-            "rows_written": dict(self.exporter.stats.rows_written),
-            "duplicates_dropped": self.exporter.stats.duplicates_dropped,
-            "rows_unwritable": self.exporter.stats.rows_unwritable,
+            "write_errors": exporter.write_errors,
+            "rows_written": dict(exporter.rows_written),
+            "batches_written": exporter.batches_written,
+            "write_errors_by_table": dict(exporter.write_errors_by_table),
+            "write_seconds": exporter.write_seconds.snapshot(),
+            "duplicates_dropped": exporter.duplicates_dropped,
+            "rows_unwritable": exporter.rows_unwritable,
             "max_buffered_rows": self.exporter.max_buffered_rows,
         }
+        if self.split_runs:
+            status["sharding"] = self.split_runs.health()
         if self.grpc:
             status["grpc"] = self.grpc.stats
         if self.http:
@@ -151,6 +172,8 @@ class Service:
             self.grpc.shutdown(grace_s)
         if self.http:
             self.http.shutdown()
+        if self.metrics_server:
+            self.metrics_server.shutdown()
         self.pipeline.stop()
         if self.spool is not None:
             self.spool.close()

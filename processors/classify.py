@@ -73,8 +73,14 @@ class ActionKind(StrEnum):
 
 @dataclass
 class ClassifierConfig:
+    """Which tool calls change the system and which only read it, and what they act on."""
+
+    # Regular expressions (case-insensitive) over the tool name and arguments of a call that
+    # changes the system.
     mutating_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_MUTATING_PATTERNS))
+    # Regular expressions over the tool name and arguments of a call that only reads.
     read_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_READ_PATTERNS))
+    # Argument keys whose values name the resource a call acts on.
     target_keys: list[str] = field(default_factory=lambda: list(DEFAULT_TARGET_KEYS))
     # Argument keys whose values change between otherwise identical calls (ids, clocks).
     volatile_argument_keys: list[str] = field(
@@ -142,7 +148,10 @@ class ActionClassifier:
         self._target_keys = frozenset(k.lower() for k in self.config.target_keys)
         self._volatile_keys = frozenset(k.lower() for k in self.config.volatile_argument_keys)
         self._volatile_result = [re.compile(p) for p in self.config.volatile_result_patterns]
+        # The same calls and results recur within and across runs; several detectors ask.
         self.classify = lru_cache(maxsize=4096)(self._classify)
+        self.canonical_call = lru_cache(maxsize=4096)(self._canonical_call)
+        self.result_fingerprint = lru_cache(maxsize=4096)(self._result_fingerprint)
 
     def _classify(self, tool_name: str, arguments: str) -> Action:
         # The command line (the tool's name followed by its arguments' text) decides first: a
@@ -174,9 +183,10 @@ class ActionClassifier:
             targets.add(name.lower())
         for namespace in _NAMESPACE_FLAG.findall(text):
             targets.add(namespace.lower())
-        return frozenset(targets)
+        # A name at the end of a sentence keeps its full stop out ("deployment/checkout.").
+        return frozenset(t.rstrip(".-") for t in targets if t.rstrip(".-"))
 
-    def canonical_call(self, tool_name: str, arguments: str) -> str:
+    def _canonical_call(self, tool_name: str, arguments: str) -> str:
         """The call with argument key order, whitespace and volatile fields removed, so that
         equivalent calls compare equal."""
         parsed = _parse_json(arguments)
@@ -186,7 +196,7 @@ class ActionClassifier:
             body = json.dumps(self._drop_volatile(parsed), sort_keys=True, separators=(",", ":"))
         return f"{tool_name}\x00{body}"
 
-    def result_fingerprint(self, result: str) -> str:
+    def _result_fingerprint(self, result: str) -> str:
         """The result with clocks and ages blanked, so unchanged observations compare equal."""
         text = result
         for pattern in self._volatile_result:

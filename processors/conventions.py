@@ -14,6 +14,9 @@ class Mode:
     name: str
     category: str
     intervention: str
+    # The study's static prior: does this mode separate failed runs from successful ones?
+    # Used until enough outcomes exist to measure it per model (processors/scoring.py).
+    fatal_prior: bool = False
 
 
 _SPEC = "FC1 specification and system design"
@@ -33,19 +36,23 @@ MODES: tuple[Mode, ...] = (
     Mode("FM-1.1", "Disobey task specification", _SPEC, _SPEC_FIX),
     Mode("FM-1.2", "Disobey role specification", _SPEC, _SPEC_FIX),
     Mode("FM-1.3", "Step repetition", _SPEC, _STOP_RULE),
-    Mode("FM-1.4", "Loss of conversation history", _SPEC, _CONTEXT_FIX),
-    Mode("FM-1.5", "Unaware of termination conditions", _SPEC, _STOP_RULE),
+    Mode("FM-1.4", "Loss of conversation history", _SPEC, _CONTEXT_FIX, fatal_prior=True),
+    Mode("FM-1.5", "Unaware of termination conditions", _SPEC, _STOP_RULE, fatal_prior=True),
     Mode("FM-2.1", "Conversation reset", _ALIGN, _CONTEXT_FIX),
-    Mode("FM-2.2", "Fail to ask for clarification", _ALIGN, _CLARIFY_FIX),
+    Mode("FM-2.2", "Fail to ask for clarification", _ALIGN, _CLARIFY_FIX, fatal_prior=True),
     Mode("FM-2.3", "Task derailment", _ALIGN, _SPEC_FIX),
     Mode("FM-2.4", "Information withholding", _ALIGN, _CONTEXT_FIX),
     Mode("FM-2.5", "Ignored other agent's input", _ALIGN, _CONTEXT_FIX),
-    Mode("FM-2.6", "Reasoning-action mismatch", _ALIGN, _VERIFY_FIX),
-    Mode("FM-3.1", "Premature termination", _VERIFY, _STOP_RULE),
+    Mode("FM-2.6", "Reasoning-action mismatch", _ALIGN, _VERIFY_FIX, fatal_prior=True),
+    Mode("FM-3.1", "Premature termination", _VERIFY, _STOP_RULE, fatal_prior=True),
     Mode("FM-3.2", "No or incomplete verification", _VERIFY, _VERIFY_FIX),
-    Mode("FM-3.3", "Incorrect verification", _VERIFY, _VERIFY_FIX),
+    Mode("FM-3.3", "Incorrect verification", _VERIFY, _VERIFY_FIX, fatal_prior=True),
 )
 MODE_CODES: tuple[str, ...] = tuple(m.code for m in MODES)
+# The study (ITBench SRE traces, three models): these modes appear far more often in failed
+# than in successful runs (FM-3.3 +52% for Gemini-3-Flash; FM-3.1 +46% and FM-1.5 +43% for
+# Kimi-K2; FM-2.6 in 92-94% of failed runs; FM-1.4 and FM-2.2 with cascading failures).
+FATAL_PRIOR: frozenset[str] = frozenset(m.code for m in MODES if m.fatal_prior)
 MODES_BY_CODE: dict[str, Mode] = {m.code: m for m in MODES}
 
 # mast.* span attributes (set by the agent or its harness, usually on the run's root span).
@@ -54,6 +61,7 @@ TASK_READ_ONLY = "mast.task.read_only"
 TASK_ALLOWED_TOOLS = "mast.task.allowed_tools"
 TASK_MAX_STEPS = "mast.task.max_steps"
 AGENT_ALLOWED_TOOLS = "mast.agent.allowed_tools"
+AGENT_READ_ONLY = "mast.agent.read_only"
 RUN_OUTCOME = "mast.run.outcome"
 RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
@@ -72,6 +80,7 @@ RUN_ATTRIBUTES: frozenset[str] = frozenset(
         TASK_ALLOWED_TOOLS,
         TASK_MAX_STEPS,
         AGENT_ALLOWED_TOOLS,
+        AGENT_READ_ONLY,
         RUN_OUTCOME,
         RUN_SCORE,
         RUN_END,

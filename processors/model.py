@@ -62,6 +62,8 @@ class Step:
     input_text: str = ""
     output_text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
+    # For a hand-off or agent invocation: the agent that receives the work.
+    target_agent: str = ""
     finish_reason: str = ""
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -119,6 +121,15 @@ class Finding:
         from processors.ids import stable_hex
 
         return stable_hex(self.trace_id, self.span_id, self.mode, self.rule, length=32)
+
+
+@dataclass(slots=True, frozen=True)
+class OutcomeUpdate:
+    """An outcome that arrived after its run closed (evaluators usually finish later)."""
+
+    trace_id: str
+    outcome: str  # "success", "failure" or "" (unchanged)
+    score: float | None
 
 
 @dataclass(slots=True)

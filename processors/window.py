@@ -22,15 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.model import Finding, RunSignature, Step, StepKind
+from processors.judge import Transcript
+from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
 
 
 @dataclass
 class WindowConfig:
+    """Per-run state: how long a run waits for late spans, when it closes, what it keeps."""
+
     # How long a step waits for earlier-starting steps that may still arrive.
     grace_s: float = 0.5
     # A run with no new span for this long is closed.
     idle_timeout_s: float = 60.0
+    # Runs open at once; past this the least recently active run is closed and analysed.
     max_active_runs: int = 20_000
     # Recent steps kept per run for detectors that look back.
     max_steps_per_run: int = 256
@@ -71,6 +75,7 @@ class Run:
     """What the collector knows about one run while it is open."""
 
     __slots__ = (
+        "acting_agent",
         "agents",
         "attributes",
         "close_at",
@@ -79,6 +84,8 @@ class Run:
         "detectors",
         "end_ns",
         "errors",
+        "evaluations",
+        "expected_agent",
         "input_tokens",
         "last_seen",
         "llm_calls",
@@ -114,12 +121,15 @@ class Run:
         self.llm_calls = 0
         self.tool_calls = 0
         self.errors = 0
+        self.evaluations = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.models: Counter[str] = Counter()
         self.agents: Counter[str] = Counter()
         self.services: Counter[str] = Counter()
         self.conversation_id = ""
+        self.acting_agent = ""
+        self.expected_agent = ""
 
     def record(self, step: Step) -> None:
         """Fold a released step into the run's totals and window."""
@@ -136,6 +146,8 @@ class Run:
             self.tool_calls += 1
         if step.failed:
             self.errors += 1
+        if step.kind is StepKind.EVALUATION:
+            self.evaluations += 1
         self.input_tokens += step.input_tokens or 0
         self.output_tokens += step.output_tokens or 0
         if step.agent:
@@ -145,10 +157,41 @@ class Run:
         if step.conversation_id and not self.conversation_id:
             self.conversation_id = step.conversation_id
 
+    def implied_handoff(self, step: Step) -> Step | None:
+        """A hand-off no span spelled out: another agent starts acting (a sub-agent invoked
+        under this one, an OpenInference agent span, a framework with no hand-off tool). It is
+        shown to detectors as a HANDOFF step from the agent that acted last; the message is
+        what the new agent was first told."""
+        if step.kind is StepKind.HANDOFF:
+            self.expected_agent = step.target_agent
+            return None
+        if step.kind not in (StepKind.LLM, StepKind.TOOL) or not step.agent:
+            return None
+        previous, self.acting_agent = self.acting_agent, step.agent
+        if step.agent == self.expected_agent:
+            self.expected_agent = ""  # the hand-off a span announced has happened
+            return None
+        if not previous or previous == step.agent:
+            return None
+        return Step(
+            trace_id=step.trace_id,
+            # Shown at the new agent's first step: findings must point at spans that exist.
+            span_id=step.span_id,
+            parent_span_id=step.parent_span_id,
+            name=f"handoff from {previous} to {step.agent}",
+            kind=StepKind.HANDOFF,
+            start_ns=step.start_ns,
+            end_ns=step.start_ns,
+            dialect=step.dialect,
+            service=step.service,
+            agent=previous,
+            target_agent=step.agent,
+            input_text=step.input_text if step.kind is StepKind.LLM else "",
+        )
+
     def signature(self) -> RunSignature:
         root = self.root
-        outcome = _outcome(self.attributes)
-        score = _as_float(self.attributes.get(conventions.RUN_SCORE))
+        outcome, score = run_outcome(self.attributes)
         return RunSignature(
             trace_id=self.trace_id,
             service=(root.service if root and root.service else _most_common(self.services)),
@@ -187,17 +230,18 @@ _SUCCESS_WORDS = frozenset({"success", "succeeded", "pass", "passed", "resolved"
 _FAILURE_WORDS = frozenset({"failure", "failed", "fail", "unresolved", "error", "false"})
 
 
-def _outcome(attributes: dict[str, Any]) -> str:
-    """`success`, `failure` or "" (unknown), from the run's outcome attribute."""
+def run_outcome(attributes: dict[str, Any]) -> tuple[str, float | None]:
+    """(`success`, `failure` or "" for unknown; the score or None) from run attributes."""
+    score = _as_float(attributes.get(conventions.RUN_SCORE))
     value = attributes.get(conventions.RUN_OUTCOME)
     if value is None:
-        return ""
+        return "", score
     word = str(value).strip().lower()
     if word in _SUCCESS_WORDS:
-        return "success"
+        return "success", score
     if word in _FAILURE_WORDS:
-        return "failure"
-    return ""
+        return "failure", score
+    return "", score
 
 
 @dataclass
@@ -209,6 +253,7 @@ class WindowStats:
     steps_duplicate: int = 0
     steps_late: int = 0
     steps_after_close: int = 0
+    outcomes_after_close: int = 0
     steps_trimmed: int = 0
     pending_overflow: int = 0
 
@@ -217,18 +262,26 @@ class WindowStats:
 class WindowOutput:
     findings: list[Finding] = field(default_factory=list)
     signatures: list[RunSignature] = field(default_factory=list)
+    outcomes: list[OutcomeUpdate] = field(default_factory=list)
+    # The closed runs' recent steps, when someone (a semantic judge) asked to read them.
+    transcripts: list[Transcript] = field(default_factory=list)
 
     def extend(self, other: WindowOutput) -> None:
         self.findings.extend(other.findings)
         self.signatures.extend(other.signatures)
+        self.outcomes.extend(other.outcomes)
+        self.transcripts.extend(other.transcripts)
 
 
 class RunWindows:
     """All open runs: add steps as they arrive, `tick` to release and close."""
 
-    def __init__(self, config: WindowConfig, open_detectors: DetectorFactory) -> None:
+    def __init__(
+        self, config: WindowConfig, open_detectors: DetectorFactory, keep_transcripts: bool = False
+    ) -> None:
         self.config = config
         self._open_detectors = open_detectors
+        self.keep_transcripts = keep_transcripts
         # Least recently active first: idle closing and eviction pop from the front.
         self._runs: OrderedDict[str, Run] = OrderedDict()
         # Runs with steps waiting, by when their oldest waiting step arrived.
@@ -247,7 +300,12 @@ class RunWindows:
         self.stats.steps_received += 1
         trace_id = step.trace_id
         if trace_id in self._closed:
-            self.stats.steps_after_close += 1
+            outcome, score = run_outcome(step.run_attributes)
+            if outcome or score is not None:
+                self.stats.outcomes_after_close += 1
+                out.outcomes.append(OutcomeUpdate(trace_id, outcome, score))
+            else:
+                self.stats.steps_after_close += 1
             return out
         run = self._runs.get(trace_id)
         if run is None:
@@ -378,18 +436,33 @@ class RunWindows:
                 self.stats.steps_late += 1
             if len(run.window) == run.window.maxlen:
                 self.stats.steps_trimmed += 1
+            implied = run.implied_handoff(step)
+            if implied is not None:
+                for detector in run.detectors:
+                    produced = detector.on_step(implied, run)
+                    if produced:
+                        findings.extend(self._stamp(run, produced))
             run.record(step)
             for detector in run.detectors:
-                findings.extend(self._stamp(run, detector.on_step(step, run)))
+                produced = detector.on_step(step, run)
+                if produced:  # most steps produce nothing: skip the bookkeeping
+                    findings.extend(self._stamp(run, produced))
         return findings
 
     def _close(self, run: Run, reason: str) -> WindowOutput:
         out = WindowOutput()
         out.findings.extend(self._release(run, None))
         run.closed_by = reason
-        for detector in run.detectors:
-            out.findings.extend(self._stamp(run, detector.on_close(run)))
-        out.signatures.append(run.signature())
+        if run.root is None and run.evaluations and run.evaluations == run.steps_seen:
+            # Only a verdict on a run closed too long ago to remember: update, do not invent.
+            outcome, score = run_outcome(run.attributes)
+            out.outcomes.append(OutcomeUpdate(run.trace_id, outcome, score))
+        else:
+            for detector in run.detectors:
+                out.findings.extend(self._stamp(run, detector.on_close(run)))
+            out.signatures.append(run.signature())
+            if self.keep_transcripts:
+                out.transcripts.append(Transcript(run.trace_id, tuple(run.window)))
         self._runs.pop(run.trace_id, None)
         self._closed[run.trace_id] = None
         if len(self._closed) > self.config.closed_runs_remembered:
@@ -406,6 +479,8 @@ class RunWindows:
                 finding.service = _most_common(run.services)
             if not finding.model:
                 finding.model = _most_common(run.models)
+            if not finding.agent:
+                finding.agent = _most_common(run.agents)
             run.mode_counts[finding.mode] += 1
             stamped.append(finding)
         return stamped

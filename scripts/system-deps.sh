@@ -3,7 +3,7 @@
 set -euo pipefail
 need=()
 # command:package pairs; add a line per tool the tests use.
-for pair in; do
+for pair in promtool:prometheus; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

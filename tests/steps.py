@@ -8,7 +8,7 @@ from typing import Any
 from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory
 from processors.detectors.config import DetectorsConfig
-from processors.model import Finding, RunSignature, Step, StepKind, StepStatus
+from processors.model import Finding, RunSignature, Step, StepKind, StepStatus, ToolCallRequest
 from processors.window import RunWindows, WindowConfig, WindowOutput
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -61,6 +61,9 @@ class RunBuilder:
         name: str = "chat",
         agent: str | None = None,
         input_text: str = "",
+        output: str = "",
+        calls: tuple[str, ...] = (),
+        finish: str = "",
     ) -> Step:
         step = Step(
             trace_id=self.trace_id,
@@ -77,6 +80,45 @@ class RunBuilder:
             output_tokens=50,
             input_messages=messages,
             input_text=input_text,
+            output_text=output,
+            tool_calls=tuple(ToolCallRequest(c) for c in calls),
+            finish_reason=finish or ("tool_calls" if calls else "stop" if output else ""),
+        )
+        return self._add(step)
+
+    def final(self, text: str, agent: str | None = None) -> Step:
+        return self.llm(output=text, agent=agent)
+
+    def handoff(self, target: str, message: str, agent: str | None = None) -> Step:
+        step = Step(
+            trace_id=self.trace_id,
+            span_id=self._span_id(),
+            parent_span_id=self.root_id,
+            name=f"execute_tool transfer_to_{target}",
+            kind=StepKind.HANDOFF,
+            start_ns=self.t,
+            end_ns=self.t + 1000,
+            dialect="genai",
+            agent=self.agent if agent is None else agent,
+            tool_name=f"transfer_to_{target}",
+            target_agent=target,
+            input_text=message,
+        )
+        return self._add(step)
+
+    def failed_agent(self, error: str) -> Step:
+        step = Step(
+            trace_id=self.trace_id,
+            span_id=self._span_id(),
+            parent_span_id=self.root_id,
+            name="invoke_agent",
+            kind=StepKind.AGENT,
+            start_ns=self.t,
+            end_ns=self.t + 1000,
+            dialect="genai",
+            status=StepStatus.ERROR,
+            error=error,
+            agent=self.agent,
         )
         return self._add(step)
 

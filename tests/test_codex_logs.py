@@ -66,7 +66,15 @@ def test_codex_conversation_is_a_run_with_findings(tmp_path):
     finally:
         store.close()
     assert [r["e"] for r in logs] == ["codex.user_prompt"] + ["codex.tool_result"] * 3
-    assert [(f["mode"], f["rule"]) for f in found] == [("FM-1.3", "same_call")]
-    assert found[0]["evidence"]["repeats"] == 3
+    # The same failing test run three times, and the conversation ends there: a loop (FM-1.3),
+    # ended inside it (FM-1.5), right after a failure with no recovery (FM-3.1).
+    rules = sorted((f["mode"], f["rule"]) for f in found)
+    assert rules == [
+        ("FM-1.3", "same_call"),
+        ("FM-1.5", "ended_in_loop"),
+        ("FM-3.1", "after_failed_call"),
+    ]
+    repetition = next(f for f in found if f["mode"] == "FM-1.3")
+    assert repetition["evidence"]["repeats"] == 3
     assert signature[0]["tool_calls"] == 3
-    assert signature[0]["modes"] == ["FM-1.3"]
+    assert signature[0]["modes"] == ["FM-1.3", "FM-1.5", "FM-3.1"]

@@ -109,16 +109,16 @@ def test_two_repeats_stay_below_threshold_and_threshold_is_configurable():
 
 def test_context_shrinking_by_more_than_half_is_history_loss():
     run = RunBuilder()
-    run.llm(input_tokens=2000)
+    run.llm(input_tokens=800)
     run.tool("kubectl", GET_PODS, PODS_BAD)
     before = run.llm(input_tokens=4200)
-    after = run.llm(input_tokens=900)
+    after = run.llm(input_tokens=1500)
     findings, _ = analyse(run.steps)
     loss = only(findings, "FM-1.4")
     assert modes(loss) == [("FM-1.4", "context_shrink")]
     assert loss[0].span_id == after.span_id
     assert loss[0].evidence_span_ids == (before.span_id, after.span_id)
-    assert loss[0].evidence["before"] == 4200 and loss[0].evidence["after"] == 900
+    assert loss[0].evidence["before"] == 4200 and loss[0].evidence["after"] == 1500
 
 
 def test_a_summarized_context_is_not_history_loss():

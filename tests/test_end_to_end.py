@@ -4,14 +4,13 @@ findings at the expected spans, and clean runs and near misses raise nothing."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from collector import queries
-from collector.config import Config, load_config
+from collector.config import Config, load_config, on_free_loopback_ports
 from collector.demo.agent import SCENARIOS, AgentRun
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
@@ -20,14 +19,7 @@ from collector.store import ChdbStore
 
 
 def loopback_config(data_dir: Path) -> Config:
-    config = load_config()
-    receivers = dataclasses.replace(
-        config.receivers,
-        grpc=dataclasses.replace(config.receivers.grpc, endpoint="127.0.0.1:0"),
-        http=dataclasses.replace(config.receivers.http, endpoint="127.0.0.1:0"),
-    )
-    storage = dataclasses.replace(config.storage, data_dir=str(data_dir))
-    return dataclasses.replace(config, receivers=receivers, storage=storage)
+    return on_free_loopback_ports(load_config(), data_dir)
 
 
 def expected_span(run: AgentRun, mode: str) -> str:

@@ -25,14 +25,19 @@ class Cluster:
     alerts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def incident(cls) -> Cluster:
-        """checkout in shop crash-loops on a bad config; HighErrorRate fires."""
+    def incident(cls, variant: str = "") -> Cluster:
+        """checkout in shop crash-loops; HighErrorRate fires. Variant "dependency": its logs
+        blame the payments service in billing instead of its own memory limit."""
         cluster = cls()
-        cluster.deployments["checkout"] = Deployment(
-            "checkout", "shop", healthy=False, fault="OOMKilled: memory limit 64Mi too low"
+        fault = (
+            "upstream payments.billing:8080 timed out"
+            if variant == "dependency"
+            else "OOMKilled: memory limit 64Mi too low"
         )
+        cluster.deployments["checkout"] = Deployment("checkout", "shop", healthy=False, fault=fault)
         cluster.deployments["cart"] = Deployment("cart", "shop")
         cluster.deployments["payments"] = Deployment("payments", "billing")
+        cluster.deployments["checkout-staging"] = Deployment("checkout", "staging")
         cluster.alerts["HighErrorRate"] = "checkout 5xx ratio 0.42 > 0.05"
         return cluster
 
@@ -51,6 +56,14 @@ class Cluster:
         verb, rest = words[0], words[1:]
         if verb == "get" and rest[:1] == ["pods"]:
             return True, self._pods(namespace)
+        if verb == "delete":
+            return False, (
+                'Error from server (Forbidden): pods is forbidden: User "sre-agent" cannot '
+                f'delete resource "pods" in namespace "{namespace}"'
+            )
+        if verb == "get" and rest:
+            name = rest[-1].split("/")[-1]
+            return True, f"NAME DATA AGE\n{name} 3 40d"
         if verb in ("describe", "logs"):
             name = rest[-1].split("/")[-1] if rest else ""
             deployment = self._find(name)
@@ -91,6 +104,16 @@ class Cluster:
             self.alerts.pop("HighErrorRate", None)
             return True, f"deployment.apps/{deployment.name} resource requirements updated"
         return False, f"error: unknown command {verb!r}"
+
+    def find_deployment(self, name: str) -> str:
+        """Every namespace's deployment of that name (more than one leaves the target open)."""
+        found = [d for d in self.deployments.values() if d.name == name]
+        if not found:
+            return f'no resources found named "{name}"'
+        listing = ", ".join(f"{d.namespace}/{d.name}" for d in found)
+        if len(found) == 1:
+            return listing
+        return f"{len(found)} matches: {listing}; more than one deployment has this name"
 
     def get_alerts(self) -> str:
         if not self.alerts:

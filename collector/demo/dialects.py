@@ -161,7 +161,7 @@ def describe_llm(span: Span, dialect: str, call: LlmCall) -> None:
             "gen_ai.completion.0.role": "assistant",
             "gen_ai.completion.0.content": call.output_text,
             "gen_ai.completion.0.finish_reason": call.finish_reason,
-            "traceloop.association.properties.agent": call.agent,
+            "gen_ai.agent.name": call.agent,
         }
         for i, m in enumerate(call.messages):
             attributes[f"gen_ai.prompt.{i}.role"] = m["role"]
@@ -216,7 +216,7 @@ def describe_tool(span: Span, dialect: str, call: ToolCall) -> None:
                 "traceloop.entity.name": call.name,
                 "traceloop.entity.input": json.dumps({"inputs": call.arguments}),
                 "traceloop.entity.output": json.dumps({"output": call.result}),
-                "traceloop.association.properties.agent": call.agent,
+                "gen_ai.agent.name": call.agent,
             }
         )
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from processors.model import Finding, RunSignature
+from processors.model import Finding, OutcomeUpdate, RunSignature
 from processors.records import LogRecord, SpanRecord
 
 
@@ -27,6 +27,8 @@ class Exporter(Protocol):
 
     def add_signatures(self, signatures: list[RunSignature]) -> None: ...
 
+    def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None: ...
+
     def flush(self, now: float, force: bool = False) -> bool: ...
 
     def close(self) -> None: ...
@@ -40,6 +42,7 @@ class MemoryExporter:
         self.logs: list[LogRecord] = []
         self.findings: list[Finding] = []
         self.signatures: list[RunSignature] = []
+        self.outcomes: list[OutcomeUpdate] = []
 
     full = False
     failing = False
@@ -55,6 +58,9 @@ class MemoryExporter:
 
     def add_signatures(self, signatures: list[RunSignature]) -> None:
         self.signatures.extend(signatures)
+
+    def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
+        self.outcomes.extend(outcomes)
 
     def flush(self, now: float, force: bool = False) -> bool:
         return True

@@ -20,9 +20,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from collector.queries import record_outcome
 from collector.store import Store
 from processors.conventions import MODE_CODES, MODES_BY_CODE
-from processors.model import Finding, RunSignature
+from processors.model import Finding, OutcomeUpdate, RunSignature
 from processors.records import AttrValue, LogRecord, SpanRecord
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,64 @@ def _str_map(attributes: dict[str, AttrValue]) -> list[tuple[str, str]]:
     return [(key, attr_to_str(value)) for key, value in attributes.items()]
 
 
+# The tables this exporter writes, in write order.
+TABLES: tuple[str, ...] = ("otel_traces", "otel_logs", "mast_findings", "mast_signatures")
+
+# Upper bounds (seconds) of the write-latency histogram: an embedded insert takes milliseconds,
+# a remote server under load seconds; past 10 s a batch is in trouble whatever the cause.
+WRITE_SECONDS_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+@dataclass
+class LatencyHistogram:
+    """Cumulative-bucket histogram of durations, read by self-metrics as a snapshot."""
+
+    bounds: tuple[float, ...] = WRITE_SECONDS_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * (len(WRITE_SECONDS_BUCKETS) + 1))
+    total_seconds: float = 0.0
+    count: int = 0
+
+    def observe(self, seconds: float) -> None:
+        index = next((i for i, bound in enumerate(self.bounds) if seconds <= bound), -1)
+        self.counts[index] += 1
+        self.total_seconds += seconds
+        self.count += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Cumulative counts per upper bound as Prometheus writes it ("0.005", ..., "+Inf"),
+        the sum and the count: plain JSON, so /healthz can carry it too."""
+        cumulative: list[tuple[str, int]] = []
+        running = 0
+        labels = [repr(bound) for bound in self.bounds] + ["+Inf"]
+        for label, n in zip(labels, self.counts, strict=True):
+            running += n
+            cumulative.append((label, running))
+        return {"buckets": cumulative, "sum": self.total_seconds, "count": self.count}
+
+
 @dataclass
 class ExporterStats:
     rows_written: dict[str, int] = field(default_factory=dict)
     batches_written: int = 0
     write_errors: int = 0
     last_write_seconds: float = 0.0
+    # Failed writes by table, and how long each write took (failed ones included).
+    write_errors_by_table: dict[str, int] = field(default_factory=dict)
+    write_seconds: LatencyHistogram = field(default_factory=LatencyHistogram)
     # Spans and log records not written because the store (or the same batch) had them.
     duplicates_dropped: int = 0
     # Rows that could not be encoded for the store (each logged with its ids), dropped so
@@ -123,6 +176,7 @@ class ClickHouseExporter:
         self._logs: list[LogRecord] = []
         self._findings: list[Finding] = []
         self._signatures: list[RunSignature] = []
+        self._outcomes: list[OutcomeUpdate] = []
         self._last_flush = time.monotonic()
         self._failures = 0
         self._retry_at = 0.0
@@ -130,7 +184,13 @@ class ClickHouseExporter:
 
     @property
     def buffered_rows(self) -> int:
-        return len(self._spans) + len(self._logs) + len(self._findings) + len(self._signatures)
+        return (
+            len(self._spans)
+            + len(self._logs)
+            + len(self._findings)
+            + len(self._signatures)
+            + len(self._outcomes)
+        )
 
     @property
     def full(self) -> bool:
@@ -158,6 +218,9 @@ class ClickHouseExporter:
     def add_signatures(self, signatures: list[RunSignature]) -> None:
         self._signatures.extend(signatures)
 
+    def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
+        self._outcomes.extend(outcomes)
+
     def flush(self, now: float, force: bool = False) -> bool:
         """Write what is due. Returns True when nothing is left buffered (everything handed
         over so far is in the store), False when rows wait for a later flush; raises when the
@@ -176,6 +239,11 @@ class ClickHouseExporter:
             self._write_logs()
             self._write_rows("mast_findings", self._findings, findings_table, _finding_day)
             self._write_rows("mast_signatures", self._signatures, signatures_table, _signature_day)
+            # After the signatures: an outcome rewrites the stored signature of its run.
+            while self._outcomes:
+                update = self._outcomes[0]
+                record_outcome(self.store, update.trace_id, update.outcome, update.score)
+                self._outcomes.pop(0)
         except Exception:
             self.stats.write_errors += 1
             self._failures += 1
@@ -259,8 +327,15 @@ class ClickHouseExporter:
             data, good = self._encode(table, chunk, build)
             started = time.perf_counter()
             if data is not None:
-                self.store.insert_arrow(table, data)
+                try:
+                    self.store.insert_arrow(table, data)
+                except Exception:
+                    errors = self.stats.write_errors_by_table
+                    errors[table] = errors.get(table, 0) + 1
+                    self.stats.write_seconds.observe(time.perf_counter() - started)
+                    raise
             self.stats.last_write_seconds = time.perf_counter() - started
+            self.stats.write_seconds.observe(self.stats.last_write_seconds)
             self.stats.batches_written += 1
             self.stats.rows_written[table] = self.stats.rows_written.get(table, 0) + good
             written = {id(row) for row in chunk}

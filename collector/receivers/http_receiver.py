@@ -11,7 +11,8 @@ bomb cannot allocate more than `max_body_bytes`. Connections get a socket timeou
 stalled client only ties up its own thread, and are closed after any response sent before
 the body was fully read, because the unread bytes would corrupt the next request.
 
-GET /healthz answers "ok" (or what `health_check` reports).
+GET /healthz answers "ok" (or what `health_check` reports); GET /metrics answers what
+`metrics` returns (the collector's self-metrics), or 404 when no `metrics` is given.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HTTP_MAX_BODY_BYTES = 16 * 1024 * 1024
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
 
@@ -78,6 +80,8 @@ _LINGER_BYTES = 1024 * 1024
 _LINGER_SECONDS = 1.0
 
 HealthCheck = Callable[[], tuple[int, str]]
+# (content type, body) of a metrics scrape.
+MetricsSource = Callable[[], tuple[str, bytes]]
 
 
 class _HttpError(Exception):
@@ -285,16 +289,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._export(traces=True)
         elif path == LOGS_PATH:
             self._export(traces=False)
-        elif path == HEALTH_PATH:
+        elif path in (HEALTH_PATH, METRICS_PATH):
             self._plain(405, "method not allowed", (("Allow", "GET, HEAD"),))
         else:
             self._plain(404, "not found")
 
     def _get(self) -> None:
         path = self._path()
+        metrics = self.server.receiver.metrics
         if path == HEALTH_PATH:
             status, text = self.server.receiver.health()
             self._plain(status, text)
+        elif path == METRICS_PATH and metrics is not None:
+            try:
+                content_type, body = metrics()
+            except Exception:
+                log.exception("collecting self-metrics failed")
+                self._plain(500, "collecting metrics failed; see the collector's log")
+                return
+            self._send(200, body, content_type)
         elif path in (TRACES_PATH, LOGS_PATH):
             self._plain(405, "method not allowed", (("Allow", "POST"),))
         else:
@@ -304,7 +317,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._path()
         if path in (TRACES_PATH, LOGS_PATH):
             self._plain(405, "method not allowed", (("Allow", "POST"),))
-        elif path == HEALTH_PATH:
+        elif path in (HEALTH_PATH, METRICS_PATH):
             self._plain(405, "method not allowed", (("Allow", "GET, HEAD"),))
         else:
             self._plain(404, "not found")
@@ -553,6 +566,7 @@ class HttpReceiver:
         max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
         socket_timeout_s: float = 30.0,
         health_check: HealthCheck | None = None,
+        metrics: MetricsSource | None = None,
         ssl_context: ssl.SSLContext | None = None,
         auth_token: str | None = None,
         health_open: bool = False,
@@ -567,6 +581,7 @@ class HttpReceiver:
         self.max_value_depth = max_value_depth
         self.socket_timeout_s = socket_timeout_s
         self._health_check = health_check or _default_health
+        self.metrics = metrics
         self.ssl_context = ssl_context
         self.auth_token = auth_token
         self.health_open = health_open

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from processors.classify import ActionClassifier
+from processors.detectors.signals import Signals
 from processors.model import Cost, Finding, Step, StepKind
 from processors.window import DetectorRun, Run
 
@@ -21,9 +22,10 @@ class Detector(ABC):
     name: ClassVar[str]
     version: ClassVar[str]
 
-    def __init__(self, config: Any, classifier: ActionClassifier) -> None:
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
         self.config = config
         self.classifier = classifier
+        self.signals = signals
 
     @abstractmethod
     def open(self, run: Run) -> DetectorRun: ...

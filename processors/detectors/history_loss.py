@@ -5,7 +5,8 @@ by more than `shrink_ratio` (input tokens, or message count when tokens are not 
 a context of at least `min_prior_input_tokens` tokens (or `min_prior_messages` messages). A
 shrink right after a step that summarizes or compacts the context on purpose (a step whose
 name, agent or operation matches `summary_pattern`, or a model call whose own input says it is
-a summary) is context hygiene, not loss, and stays silent.
+a summary) is context hygiene, not loss, and stays silent. A shrink all the way back to the
+agent's first call is a conversation reset (FM-2.1), not this.
 
 Rule `reacquire`: a read-only call identical to a successful one made at least
 `reacquire_min_gap_steps` tool calls earlier returns the same result, with no mutating call in
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, short
-from processors.detectors.config import HistoryLossConfig
+from processors.detectors.config import ConversationResetConfig, HistoryLossConfig
+from processors.detectors.conversation_reset import is_back_to_opening
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
 
@@ -39,8 +41,10 @@ class _Read:
 class HistoryLoss(Detector):
     mode = "FM-1.4"
     name = "history_loss"
-    version = "1.0"
+    version = "1.1"
     config: HistoryLossConfig
+    # What counts as a reset to the opening (FM-2.1's rule), so the two modes never overlap.
+    reset_config: ConversationResetConfig = ConversationResetConfig()
 
     def open(self, run: Run) -> DetectorRun:
         return _HistoryLossRun(self)
@@ -53,6 +57,8 @@ class _HistoryLossRun(DetectorRun):
         self.summary = re.compile(self.config.summary_pattern, re.IGNORECASE)
         # Per agent: its last model call, and how many summarizing steps the run had then.
         self.last_llm: dict[str, tuple[Step, int]] = {}
+        # Per agent: its first model call, to tell a reset to the opening (FM-2.1) from loss.
+        self.opening: dict[str, Step] = {}
         self.summaries = 0
         self.tool_index = 0
         self.world = 0
@@ -76,6 +82,7 @@ class _HistoryLossRun(DetectorRun):
         agent = step.agent
         last = self.last_llm.get(agent)
         self.last_llm[agent] = (step, self.summaries)
+        opening = self.opening.setdefault(agent, step)
         if last is None or self._is_summary(step):
             return []
         previous, summaries_then = last
@@ -93,6 +100,14 @@ class _HistoryLossRun(DetectorRun):
             return []
         if after >= before * (1 - ratio):
             return []
+        if opening is not previous and is_back_to_opening(
+            opening,
+            previous.input_tokens or 0,
+            previous.input_messages or 0,
+            step,
+            self.detector.reset_config,
+        ):
+            return []  # back to the very beginning: a conversation reset, FM-2.1
         return [
             self.detector.finding(
                 at=step,

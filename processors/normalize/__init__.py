@@ -21,14 +21,22 @@ from __future__ import annotations
 from types import ModuleType
 
 from processors.model import Step, StepKind
-from processors.normalize import codex, genai, openinference, openllmetry, values
+from processors.normalize import (
+    codex,
+    evaluation_logs,
+    genai,
+    openinference,
+    openllmetry,
+    values,
+)
+from processors.normalize.handoffs import mark_handoff
 from processors.normalize.values import MAX_TEXT
 from processors.records import LogRecord, SpanRecord
 
 __all__ = ["LOG_DIALECTS", "MAX_TEXT", "SPAN_DIALECTS", "normalize_log", "normalize_span"]
 
 SPAN_DIALECTS: tuple[ModuleType, ...] = (openinference, openllmetry, genai)
-LOG_DIALECTS: tuple[ModuleType, ...] = (codex,)
+LOG_DIALECTS: tuple[ModuleType, ...] = (codex, evaluation_logs)
 
 
 def normalize_span(record: SpanRecord, max_text: int = MAX_TEXT) -> Step | None:
@@ -47,9 +55,9 @@ def normalize_span(record: SpanRecord, max_text: int = MAX_TEXT) -> Step | None:
             continue
         try:
             step: Step = dialect.to_step(record, max_text=max_text)
-            return step
         except Exception:
             return _bare_step(record, dialect.DIALECT)
+        return mark_handoff(step)
     return None
 
 

@@ -349,6 +349,9 @@ def _apply_evaluations(run: dict[str, Any], events: list[tuple[str, Any]]) -> No
             run.setdefault(EVALUATION_NAME, evaluation)
 
 
+apply_evaluations = _apply_evaluations
+
+
 def _label_outcome(label: str) -> str:
     word = label.strip().lower()
     if word in _SUCCESS_LABELS:

@@ -62,9 +62,21 @@ LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
 def recognises(record: SpanRecord) -> bool:
     """A span with `traceloop.*`, `llm.request.type`, or indexed `gen_ai.prompt.<i>.*`."""
     attrs = values.mapping(getattr(record, "attributes", None))
-    if REQUEST_TYPE in attrs or values.has_prefix(attrs, TRACELOOP_PREFIX):
+    if REQUEST_TYPE in attrs:
         return True
-    return bool(values.indexed(attrs, PROMPT_PREFIX) or values.indexed(attrs, COMPLETION_PREFIX))
+    # One pass over the names, no grouping: every GenAI span is asked this first.
+    prompt, completion = PROMPT_PREFIX + ".", COMPLETION_PREFIX + "."
+    for key in attrs:
+        if not isinstance(key, str):
+            continue
+        if key.startswith(TRACELOOP_PREFIX):
+            return True
+        for start in (prompt, completion):
+            if key.startswith(start):
+                index, _, rest = key[len(start) :].partition(".")
+                if rest and index.isdigit():
+                    return True
+    return False
 
 
 def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:

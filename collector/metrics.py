@@ -1,0 +1,275 @@
+"""Self-metrics: the collector's own counters in the Prometheus text exposition format.
+
+Every number comes from `Service.health()` (pipeline, windows, receivers, store), read at
+scrape time, so `/healthz` and `/metrics` never disagree. The names below are the one place
+that spells them: the collector-health dashboard and the Prometheus alert rules are built from
+these constants, and a test scrapes a running collector to check each one is served.
+
+Served on `GET /metrics` of the OTLP/HTTP receiver, and, when `telemetry.metrics_endpoint` is
+set, on a listener of its own (so Prometheus can scrape without reaching the OTLP port).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest, start_http_server
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from collector import __version__
+from collector.exporters.clickhouse import TABLES
+from processors.conventions import FATAL_PRIOR
+
+log = logging.getLogger(__name__)
+
+PREFIX = "mast_otel"
+
+# Counters are named without `_total`: the exposition adds it (Prometheus sees `..._total`).
+RECEIVER_REQUESTS = f"{PREFIX}_receiver_requests"
+RECEIVER_ITEMS_ACCEPTED = f"{PREFIX}_receiver_accepted"
+RECEIVER_ITEMS_REFUSED = f"{PREFIX}_receiver_refused"
+RECEIVER_ITEMS_REJECTED = f"{PREFIX}_receiver_rejected"
+RECEIVER_REQUESTS_REFUSED = f"{PREFIX}_receiver_requests_refused"
+RECEIVER_ERRORS = f"{PREFIX}_receiver_errors"
+QUEUE_ITEMS = f"{PREFIX}_pipeline_queue_items"
+QUEUE_CAPACITY = f"{PREFIX}_pipeline_queue_capacity_items"
+PIPELINE_RECEIVED = f"{PREFIX}_pipeline_received"
+PIPELINE_UNRECOGNISED = f"{PREFIX}_pipeline_spans_unrecognised"
+PIPELINE_EXPORT_ERRORS = f"{PREFIX}_pipeline_export_errors"
+RUNS_OPEN = f"{PREFIX}_runs_open"
+RUNS_OPENED = f"{PREFIX}_runs_opened"
+RUNS_CLOSED = f"{PREFIX}_runs_closed"
+RUNS_EVICTED = f"{PREFIX}_runs_evicted"
+STEPS = f"{PREFIX}_steps"
+FINDINGS = f"{PREFIX}_findings"
+SIGNATURES = f"{PREFIX}_signatures"
+STORE_ROWS_WRITTEN = f"{PREFIX}_store_rows_written"
+STORE_BATCHES_WRITTEN = f"{PREFIX}_store_batches_written"
+STORE_WRITE_ERRORS = f"{PREFIX}_store_write_errors"
+STORE_WRITE_SECONDS = f"{PREFIX}_store_write_duration_seconds"
+STORE_BUFFERED_ROWS = f"{PREFIX}_store_buffered_rows"
+BUILD_INFO = f"{PREFIX}_build_info"
+
+# The names as Prometheus stores them (counters with `_total`), for queries and rules.
+COUNTERS = (
+    RECEIVER_REQUESTS,
+    RECEIVER_ITEMS_ACCEPTED,
+    RECEIVER_ITEMS_REFUSED,
+    RECEIVER_ITEMS_REJECTED,
+    RECEIVER_REQUESTS_REFUSED,
+    RECEIVER_ERRORS,
+    PIPELINE_RECEIVED,
+    PIPELINE_UNRECOGNISED,
+    PIPELINE_EXPORT_ERRORS,
+    RUNS_OPENED,
+    RUNS_CLOSED,
+    RUNS_EVICTED,
+    STEPS,
+    FINDINGS,
+    SIGNATURES,
+    STORE_ROWS_WRITTEN,
+    STORE_BATCHES_WRITTEN,
+    STORE_WRITE_ERRORS,
+)
+GAUGES = (QUEUE_ITEMS, QUEUE_CAPACITY, RUNS_OPEN, STORE_BUFFERED_ROWS, BUILD_INFO)
+HISTOGRAMS = (STORE_WRITE_SECONDS,)
+
+
+def total(name: str) -> str:
+    """A counter's series name as scraped (`name_total`)."""
+    return f"{name}_total"
+
+
+HealthSource = Callable[[], dict[str, Any]]
+
+# The classic text format every Prometheus version reads (names here need no UTF-8 escaping).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class HealthCollector(Collector):
+    """Turns one `Service.health()` snapshot into metric families at each scrape."""
+
+    def __init__(self, health: HealthSource) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._health()
+        yield from _receiver_metrics(status)
+        yield from _pipeline_metrics(status)
+        yield from _store_metrics(status.get("store", {}))
+        info = GaugeMetricFamily(BUILD_INFO, "mast-otel version", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+
+
+def _receiver_metrics(status: dict[str, Any]) -> Iterator[Metric]:
+    requests = CounterMetricFamily(
+        RECEIVER_REQUESTS, "OTLP export requests received", labels=["transport", "signal"]
+    )
+    accepted = CounterMetricFamily(
+        RECEIVER_ITEMS_ACCEPTED,
+        "Spans and log records accepted into the pipeline",
+        labels=["transport", "signal"],
+    )
+    refused = CounterMetricFamily(
+        RECEIVER_ITEMS_REFUSED,
+        "Spans and log records refused with a retryable status (pipeline full or stopping)",
+        labels=["transport", "signal"],
+    )
+    rejected = CounterMetricFamily(
+        RECEIVER_ITEMS_REJECTED,
+        "Spans and log records rejected as malformed (partial success, not retried)",
+        labels=["transport", "signal"],
+    )
+    requests_refused = CounterMetricFamily(
+        RECEIVER_REQUESTS_REFUSED, "Export requests refused as a whole", labels=["transport"]
+    )
+    errors = CounterMetricFamily(
+        RECEIVER_ERRORS,
+        "Requests that failed to decode or hit an internal error",
+        labels=["transport", "kind"],
+    )
+    for transport in ("grpc", "http"):
+        stats = status.get(transport)
+        if not stats:
+            continue
+        for signal, prefix in (("traces", "spans"), ("logs", "logs")):
+            labels = [transport, signal]
+            requests.add_metric(
+                labels, stats.get("trace_requests" if prefix == "spans" else "log_requests", 0)
+            )
+            accepted.add_metric(labels, stats.get(f"{prefix}_accepted", 0))
+            refused.add_metric(labels, stats.get(f"{prefix}_refused", 0))
+            rejected.add_metric(labels, stats.get(f"{prefix}_rejected", 0))
+        requests_refused.add_metric([transport], stats.get("requests_refused", 0))
+        errors.add_metric([transport, "decode"], stats.get("decode_errors", 0))
+        errors.add_metric([transport, "internal"], stats.get("internal_errors", 0))
+    yield from (requests, accepted, refused, rejected, requests_refused, errors)
+
+
+def _pipeline_metrics(status: dict[str, Any]) -> Iterator[Metric]:
+    pipeline = status.get("pipeline", {})
+    windows = status.get("windows", {})
+    yield GaugeMetricFamily(
+        QUEUE_ITEMS, "Items waiting in the pipeline queue", value=status.get("queue_items", 0)
+    )
+    yield GaugeMetricFamily(
+        QUEUE_CAPACITY,
+        "Pipeline queue limit (pipeline.queue_max_items)",
+        value=status.get("queue_max_items", 0),
+    )
+    received = CounterMetricFamily(
+        PIPELINE_RECEIVED, "Items processed by the pipeline", labels=["signal"]
+    )
+    received.add_metric(["traces"], pipeline.get("spans_received", 0))
+    received.add_metric(["logs"], pipeline.get("logs_received", 0))
+    yield received
+    yield CounterMetricFamily(
+        PIPELINE_UNRECOGNISED,
+        "Spans no dialect recognised (stored as-is)",
+        value=pipeline.get("spans_unrecognised", 0),
+    )
+    yield CounterMetricFamily(
+        PIPELINE_EXPORT_ERRORS,
+        "Failed flushes to the store (retried)",
+        value=pipeline.get("export_errors", 0),
+    )
+    yield GaugeMetricFamily(RUNS_OPEN, "Runs open in memory", value=status.get("active_runs", 0))
+    yield CounterMetricFamily(RUNS_OPENED, "Runs opened", value=windows.get("runs_opened", 0))
+    closed = CounterMetricFamily(
+        RUNS_CLOSED, "Runs closed and analysed, by why they closed", labels=["reason"]
+    )
+    for reason, n in sorted(windows.get("runs_closed", {}).items()):
+        closed.add_metric([reason], n)
+    yield closed
+    yield CounterMetricFamily(
+        RUNS_EVICTED,
+        "Runs closed early because windows.max_active_runs was reached",
+        value=windows.get("runs_evicted", 0),
+    )
+    steps = CounterMetricFamily(
+        STEPS, "Steps seen by the run windows, by what became of them", labels=["state"]
+    )
+    for key, state in (
+        ("steps_received", "received"),
+        ("steps_duplicate", "duplicate"),
+        ("steps_late", "late"),
+        ("steps_after_close", "after_close"),
+        ("steps_trimmed", "trimmed"),
+        ("pending_overflow", "pending_overflow"),
+    ):
+        steps.add_metric([state], windows.get(key, 0))
+    yield steps
+    findings = CounterMetricFamily(
+        FINDINGS, "Findings by failure mode; fatal by the study's prior", labels=["mode", "fatal"]
+    )
+    for mode, n in sorted(pipeline.get("findings_by_mode", {}).items()):
+        findings.add_metric([mode, "true" if mode in FATAL_PRIOR else "false"], n)
+    yield findings
+    yield CounterMetricFamily(
+        SIGNATURES, "Run signatures written (runs closed)", value=pipeline.get("signatures", 0)
+    )
+
+
+def _store_metrics(store: dict[str, Any]) -> Iterator[Metric]:
+    rows = CounterMetricFamily(STORE_ROWS_WRITTEN, "Rows written to the store", labels=["table"])
+    written = store.get("rows_written", {})
+    for table in sorted({*TABLES, *written}):
+        rows.add_metric([table], written.get(table, 0))
+    yield rows
+    yield CounterMetricFamily(
+        STORE_BATCHES_WRITTEN, "Batches written to the store", value=store.get("batches_written", 0)
+    )
+    errors = CounterMetricFamily(
+        STORE_WRITE_ERRORS, "Failed batch writes to the store", labels=["table"]
+    )
+    failed = store.get("write_errors_by_table", {})
+    for table in sorted({*TABLES, *failed}):
+        errors.add_metric([table], failed.get(table, 0))
+    yield errors
+    yield GaugeMetricFamily(
+        STORE_BUFFERED_ROWS, "Rows buffered, not yet written", value=store.get("buffered_rows", 0)
+    )
+    latency = store.get("write_seconds")
+    if latency:
+        yield HistogramMetricFamily(
+            STORE_WRITE_SECONDS,
+            "Time to write one batch to the store (failed writes included)",
+            buckets=[(le, n) for le, n in latency["buckets"]],
+            sum_value=latency["sum"],
+        )
+
+
+def registry_for(health: HealthSource) -> CollectorRegistry:
+    """A registry of its own (not the process-global one) serving `health`'s numbers."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(HealthCollector(health))
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> tuple[str, bytes]:
+    """(content type, body) for a scrape."""
+    return CONTENT_TYPE, generate_latest(registry)
+
+
+class MetricsServer:
+    """A listener of its own for `/metrics` (prometheus_client's WSGI server)."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+        self.port = int(self._server.server_port)
+        log.info("self-metrics on http://%s:%d/metrics", host, self.port)
+
+    def shutdown(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5.0)

@@ -1,0 +1,90 @@
+"""FM-2.3 Task derailment: the agent drifts to work unrelated to its task.
+
+Rule `off_task`: `min_off_task_steps` tool calls in a row act on resources (services, pods,
+namespaces, files: the targets named in their arguments) that share nothing with the task or
+with the evidence gathered on task so far. Calls that name no resource are neutral. Evidence
+grows only from on-task calls, so wandering further from the task does not make the
+wandering look relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from processors import conventions
+from processors.detectors.base import Detector
+from processors.detectors.config import DerailmentConfig
+from processors.detectors.signals import words
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+_MAX_WORDS = 50_000
+
+
+class Derailment(Detector):
+    mode = "FM-2.3"
+    name = "derailment"
+    version = "1.0"
+    config: DerailmentConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _DerailmentRun(self)
+
+
+class _DerailmentRun(DetectorRun):
+    def __init__(self, detector: Derailment) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.relevant: set[str] = set()
+        self.task_known = False
+        self.off_task: list[Step] = []
+        self.reported = False
+
+    def _learn(self, text: str) -> None:
+        if len(self.relevant) < _MAX_WORDS:
+            self.relevant |= words(text)
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        task = run.attributes.get(conventions.TASK_DESCRIPTION)
+        if isinstance(task, str) and not self.task_known:
+            self._learn(task)
+            self.task_known = True
+        if step.kind in (StepKind.HUMAN, StepKind.HANDOFF) or (
+            step.kind is StepKind.LLM and not self.task_known
+        ):
+            self._learn(step.input_text)
+            self.task_known = self.task_known or bool(step.input_text)
+            return ()
+        if step.kind is not StepKind.TOOL or not step.tool_name or not self.task_known:
+            return ()
+        targets = self.detector.classifier.classify(step.tool_name, step.tool_arguments).targets
+        if not targets:
+            return ()
+        if targets & self.relevant:
+            self.off_task = []
+            self.relevant |= targets
+            if not step.failed:
+                self._learn(step.tool_result)
+            return ()
+        self.off_task.append(step)
+        if self.reported or len(self.off_task) < self.config.min_off_task_steps:
+            return ()
+        self.reported = True
+        drift = sorted({t for s in self.off_task for t in self._targets(s)})
+        return [
+            self.detector.finding(
+                at=step,
+                rule="off_task",
+                confidence=0.7,
+                message=(
+                    f"{len(self.off_task)} tool calls in a row on {', '.join(drift[:5])}, "
+                    f"unrelated to the task and the evidence so far"
+                ),
+                evidence=list(self.off_task),
+                values={"off_task_targets": drift, "steps": len(self.off_task)},
+                run=run,
+            )
+        ]
+
+    def _targets(self, step: Step) -> frozenset[str]:
+        return self.detector.classifier.classify(step.tool_name, step.tool_arguments).targets

@@ -1,0 +1,138 @@
+"""FM-2.5 Ignored other agent's input: the receiving agent does not act on what it was told.
+
+Rules, around each hand-off:
+- `instruction_ignored`: the hand-off message names resources to act on, and the receiver,
+  having made at least `min_receiver_calls` tool calls, never touched any of them (checked when
+  the receiver hands off again or the run closes);
+- `repeated_failed_action`: the hand-off message says something failed, and the receiver
+  makes the very call the sender saw fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from processors.detectors.base import Detector, short
+from processors.detectors.config import IgnoredInputConfig
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+_FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
+
+
+@dataclass(slots=True)
+class _Assignment:
+    handoff: Step
+    targets: frozenset[str]
+    failed_calls: set[str]
+    calls: list[Step] = field(default_factory=list)
+    touched: bool = False
+
+
+class IgnoredInput(Detector):
+    mode = "FM-2.5"
+    name = "ignored_input"
+    version = "1.0"
+    config: IgnoredInputConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _IgnoredInputRun(self)
+
+
+class _IgnoredInputRun(DetectorRun):
+    def __init__(self, detector: IgnoredInput) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.failed_by_agent: dict[str, set[str]] = {}
+        self.assignments: dict[str, _Assignment] = {}  # receiver → what it was handed
+        self.reported: set[str] = set()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        classifier = self.detector.classifier
+        findings: list[Finding] = []
+        if step.kind is StepKind.HANDOFF and step.target_agent:
+            previous = self.assignments.pop(step.agent, None)
+            if previous is not None:
+                findings.extend(self._judge(previous, run))
+            message = step.input_text
+            says_failed = any(w in message.lower() for w in _FAILURE_WORDS)
+            self.assignments[step.target_agent] = _Assignment(
+                handoff=step,
+                targets=classifier.classify("", message).targets,
+                failed_calls=set(self.failed_by_agent.get(step.agent, ()))
+                if says_failed
+                else set(),
+            )
+            return findings
+        if step.kind is not StepKind.TOOL or not step.tool_name:
+            return findings
+        key = classifier.canonical_call(step.tool_name, step.tool_arguments)
+        if step.failed:
+            self.failed_by_agent.setdefault(step.agent, set()).add(key)
+        assignment = self.assignments.get(step.agent)
+        if assignment is None:
+            return findings
+        assignment.calls.append(step)
+        targets = classifier.classify(step.tool_name, step.tool_arguments).targets
+        if targets & assignment.targets:
+            assignment.touched = True
+        if key in assignment.failed_calls and f"repeat:{key}" not in self.reported:
+            self.reported.add(f"repeat:{key}")
+            findings.append(
+                self.detector.finding(
+                    at=step,
+                    rule="repeated_failed_action",
+                    confidence=0.8,
+                    message=(
+                        f"{step.agent} repeated {step.tool_name}, which "
+                        f"{assignment.handoff.agent} said had failed"
+                    ),
+                    evidence=[assignment.handoff, step],
+                    values={
+                        "sender": assignment.handoff.agent,
+                        "receiver": step.agent,
+                        "call": short(step.tool_arguments),
+                        "handoff_message": short(assignment.handoff.input_text),
+                    },
+                    run=run,
+                )
+            )
+        return findings
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        findings: list[Finding] = []
+        for assignment in self.assignments.values():
+            findings.extend(self._judge(assignment, run))
+        return findings
+
+    def _judge(self, assignment: _Assignment, run: Run) -> list[Finding]:
+        handoff = assignment.handoff
+        if (
+            not assignment.targets
+            or assignment.touched
+            or len(assignment.calls) < self.config.min_receiver_calls
+            or handoff.span_id in self.reported
+        ):
+            return []
+        self.reported.add(handoff.span_id)
+        return [
+            self.detector.finding(
+                at=handoff,
+                rule="instruction_ignored",
+                confidence=0.7,
+                message=(
+                    f"{handoff.target_agent} never acted on "
+                    f"{', '.join(sorted(assignment.targets))}, which {handoff.agent} handed it"
+                ),
+                evidence=[handoff, *assignment.calls[:5]],
+                values={
+                    "sender": handoff.agent,
+                    "receiver": handoff.target_agent,
+                    "named_targets": sorted(assignment.targets),
+                    "receiver_calls": [s.tool_name for s in assignment.calls[:10]],
+                    "handoff_message": short(handoff.input_text),
+                },
+                run=run,
+            )
+        ]

@@ -1,0 +1,136 @@
+"""FM-3.3 Incorrect verification: the agent checked, and the check does not support its claim.
+
+Decided when the run closes, only for runs whose final answer declares success:
+- `claimed_despite_unhealthy`: the last check of the changed resource (or, with no change,
+  the run's last read) shows it unhealthy (errors, crash loops, an alert still firing);
+- `checked_too_early`: that unhealthy check came sooner than `min_settle_seconds` after the
+  change, before the change could take effect, and nothing checked again;
+- `wrong_target`: after the change the run only read other resources (another namespace,
+  another deployment) than the one it changed.
+One finding per run, at the check (or the change, for a wrong target).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from processors.detectors.base import Detector, short
+from processors.detectors.config import IncorrectVerificationConfig
+from processors.detectors.signals import Health
+from processors.detectors.verification import ChangeLedger
+from processors.model import Finding, Step
+from processors.window import DetectorRun, Run
+
+# The same notion of a system-wide check as FM-3.2's default.
+_CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)
+_MAX_CHANGES = 256
+
+
+class IncorrectVerification(Detector):
+    mode = "FM-3.3"
+    name = "incorrect_verification"
+    version = "1.0"
+    config: IncorrectVerificationConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _IncorrectVerificationRun(self)
+
+
+class _IncorrectVerificationRun(DetectorRun):
+    def __init__(self, detector: IncorrectVerification) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.ledger = ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        self.ledger.observe(step)
+        return ()
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        ledger = self.ledger
+        answer = ledger.final_answer
+        if answer is None or not ledger.claims_success():
+            return ()
+        claim = short(answer.output_text)
+        if not ledger.changes:
+            last = ledger.last_read
+            if (
+                last is not None
+                and self.detector.signals.health(last.tool_result) is Health.UNHEALTHY
+            ):
+                return [self._unhealthy(last, None, answer, claim, run)]
+            return ()
+        change = ledger.changes[-1]
+        if change.checks:
+            check = change.checks[-1]
+            if self.detector.signals.health(check.tool_result) is not Health.UNHEALTHY:
+                return ()
+            return [self._unhealthy(check, change.step, answer, claim, run)]
+        if change.other_reads:
+            reads = list(change.other_reads)
+            return [
+                self.detector.finding(
+                    at=change.step,
+                    rule="wrong_target",
+                    confidence=0.75,
+                    message=(
+                        f"the run changed {', '.join(sorted(change.targets))} but checked other "
+                        f"resources, then declared success"
+                    ),
+                    evidence=[change.step, *reads[-5:], answer],
+                    values={
+                        "changed": sorted(change.targets),
+                        "checked": sorted(
+                            {
+                                t
+                                for r in reads
+                                for t in self.detector.classifier.classify(
+                                    r.tool_name, r.tool_arguments
+                                ).targets
+                            }
+                        ),
+                        "claim": claim,
+                    },
+                    run=run,
+                )
+            ]
+        return ()
+
+    def _unhealthy(
+        self, check: Step, change: Step | None, answer: Step, claim: str, run: Run
+    ) -> Finding:
+        early = (
+            change is not None
+            and (check.start_ns - change.end_ns) / 1e9 < self.config.min_settle_seconds
+        )
+        evidence = [s for s in (change, check, answer) if s is not None]
+        if early:
+            assert change is not None
+            delay = (check.start_ns - change.end_ns) / 1e9
+            return self.detector.finding(
+                at=check,
+                rule="checked_too_early",
+                confidence=0.75,
+                message=(
+                    f"{check.tool_name} checked {delay:.1f}s after the change, still saw it "
+                    f"unhealthy, and the run declared success"
+                ),
+                evidence=evidence,
+                values={
+                    "seconds_after_change": round(delay, 3),
+                    "settle_seconds": self.config.min_settle_seconds,
+                    "check_result": short(check.tool_result),
+                    "claim": claim,
+                },
+                run=run,
+            )
+        return self.detector.finding(
+            at=check,
+            rule="claimed_despite_unhealthy",
+            confidence=0.85,
+            message=f"the run declared success while {check.tool_name} still showed a problem",
+            evidence=evidence,
+            values={"check_result": short(check.tool_result), "claim": claim},
+            run=run,
+        )

@@ -1,0 +1,199 @@
+"""FM-2.6 Reasoning-action mismatch: what the model says and what the agent does disagree.
+
+Rules, comparing a model call's output with what follows it:
+- `target_mismatch`: the reasoning right before a tool call names resources, and the call acts
+  on others (none of the named ones among its targets);
+- `verb_mismatch`: the reasoning says it will only look (check, inspect, describe, ...) and the
+  call changes the system;
+- `other_tool_executed`: the model asked for one tool and the agent ran another;
+- `claims_done_then_acts`: the output says the task is done and, in the same turn, asks for
+  more tool calls;
+- `unsupported_observation`: the reasoning states an observation (`observation_terms`, such
+  as CrashLoopBackOff or OOMKilled) that no tool result so far has shown;
+- `announced_then_stopped`: the run's last model output announces a tool call ("I will run
+  ...") and asks for none, and nothing follows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, short
+from processors.detectors.config import ReasoningActionConfig
+from processors.detectors.signals import words
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+_READ_ONLY_INTENT = re.compile(
+    r"\b(check|inspect|look at|describe|view|list|examine|read|investigate|query|verify)\b",
+    re.IGNORECASE,
+)
+_CHANGE_INTENT = re.compile(
+    r"\b(restart|delete|scale|patch|apply|roll ?back|rollout|set|increase|raise|update|fix|"
+    r"change|modify|remove|kill|drain|cordon|upgrade|edit)\b",
+    re.IGNORECASE,
+)
+_MAX_WORDS = 50_000
+# Tool result text kept per run to check the model's observations against (a bound on memory).
+_MAX_OBSERVED_CHARS = 4_000_000
+
+
+class ReasoningAction(Detector):
+    mode = "FM-2.6"
+    name = "reasoning_action"
+    version = "1.0"
+    config: ReasoningActionConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _ReasoningRun(self)
+
+
+class _ReasoningRun(DetectorRun):
+    def __init__(self, detector: ReasoningAction) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.reasoning: dict[str, Step] = {}  # agent → its last model output before a call
+        self.names: set[str] = set()  # resources the run's calls have acted on
+        self.observed = ""  # tool results so far, lower-cased, for observation checks
+        self.terms = [t.lower() for t in self.config.observation_terms]
+        self.findings = 0
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind is StepKind.LLM:
+            return self._on_model(step, run)
+        if step.kind is StepKind.TOOL and step.tool_name:
+            return self._on_tool(step, run)
+        return ()
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        last = next(
+            (s for s in reversed(run.window) if s.kind in (StepKind.LLM, StepKind.TOOL)), None
+        )
+        if last is None or last.kind is not StepKind.LLM or last.tool_calls:
+            return ()
+        text = last.output_text
+        if not self.detector.signals.announce.search(text):
+            return ()
+        mentioned = words(text) & (
+            self.names | {s.tool_name.lower() for s in run.window if s.tool_name}
+        )
+        if not mentioned:
+            return ()
+        return self._emit(
+            last,
+            "announced_then_stopped",
+            0.65,
+            "the model announced a tool call and the run ended without it",
+            [last],
+            {"said": short(text), "named": sorted(mentioned)},
+            run,
+        )
+
+    def _on_model(self, step: Step, run: Run) -> list[Finding]:
+        findings: list[Finding] = []
+        text = step.output_text
+        if step.tool_calls:
+            self.reasoning[step.agent] = step
+            if self.detector.signals.claims_success(text):
+                findings.extend(
+                    self._emit(
+                        step,
+                        "claims_done_then_acts",
+                        0.75,
+                        "the model said the task is done and asked for more tool calls",
+                        [step],
+                        {"said": short(text), "calls": [c.name for c in step.tool_calls]},
+                        run,
+                    )
+                )
+        else:
+            self.reasoning.pop(step.agent, None)
+        lowered = text.lower()
+        unsupported = [t for t in self.terms if t in lowered and t not in self.observed]
+        if unsupported and not self.detector.signals.negation.search(text):
+            findings.extend(
+                self._emit(
+                    step,
+                    "unsupported_observation",
+                    0.6,
+                    f"the model stated {unsupported[0]}, which no tool result had shown",
+                    [step],
+                    {"said": short(text), "unsupported": unsupported},
+                    run,
+                )
+            )
+        return findings
+
+    def _on_tool(self, step: Step, run: Run) -> list[Finding]:
+        action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
+        reasoning = self.reasoning.pop(step.agent, None)
+        findings: list[Finding] = []
+        if reasoning is not None:
+            findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
+        if len(self.names) < _MAX_WORDS:
+            self.names |= action.targets
+        result = (step.tool_result or step.error).lower()
+        if len(self.observed) < _MAX_OBSERVED_CHARS:
+            self.observed += "\n" + result
+        return findings
+
+    def _compare(
+        self, reasoning: Step, step: Step, kind: ActionKind, targets: frozenset[str], run: Run
+    ) -> list[Finding]:
+        text = reasoning.output_text
+        requested = {c.name for c in reasoning.tool_calls if c.name}
+        if requested and step.tool_name not in requested:
+            return self._emit(
+                step,
+                "other_tool_executed",
+                0.8,
+                f"the model asked for {', '.join(sorted(requested))} and the agent ran "
+                f"{step.tool_name}",
+                [reasoning, step],
+                {"requested": sorted(requested), "executed": step.tool_name},
+                run,
+            )
+        if (
+            kind is ActionKind.MUTATING
+            and _READ_ONLY_INTENT.search(text)
+            and not _CHANGE_INTENT.search(text)
+        ):
+            return self._emit(
+                step,
+                "verb_mismatch",
+                0.8,
+                f"the model said it would only look, and {step.tool_name} changed the system",
+                [reasoning, step],
+                {"said": short(text), "call": short(step.tool_arguments)},
+                run,
+            )
+        said = words(text) & self.names
+        if said and targets and not (targets & said) and not (targets & words(text)):
+            return self._emit(
+                step,
+                "target_mismatch",
+                0.75,
+                f"the model named {', '.join(sorted(said))} and the call acted on "
+                f"{', '.join(sorted(targets))}",
+                [reasoning, step],
+                {"named": sorted(said), "acted_on": sorted(targets), "said": short(text)},
+                run,
+            )
+        return []
+
+    def _emit(
+        self,
+        at: Step,
+        rule: str,
+        confidence: float,
+        message: str,
+        evidence: list[Step],
+        values: dict[str, object],
+        run: Run,
+    ) -> list[Finding]:
+        if self.findings >= self.config.max_findings_per_run:
+            return []
+        self.findings += 1
+        return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]

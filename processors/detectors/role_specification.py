@@ -1,0 +1,129 @@
+"""FM-1.2 Disobey role specification: an agent acts outside its role.
+
+Rules:
+- `tool_outside_role`: an agent calls a tool its role does not list (`mast.agent.allowed_tools`
+  on the agent's span, else `agent_tools` in the configuration);
+- `read_only_role_mutates`: an agent whose role is to investigate (`mast.agent.read_only` on
+  its span, or its name matching `read_only_agents`) performs a mutating call.
+
+An agent's span ends after its calls, so calls are checked again when the run closes against
+every role attribute seen by then.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from processors import conventions
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, short
+from processors.detectors.config import RoleSpecificationConfig
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+_MAX_TRACKED_CALLS = 4096
+
+
+class RoleSpecification(Detector):
+    mode = "FM-1.2"
+    name = "role_specification"
+    version = "1.0"
+    config: RoleSpecificationConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _RoleRun(self)
+
+
+def _tool_list(value: Any) -> frozenset[str] | None:
+    if isinstance(value, str):
+        value = [t.strip() for t in value.split(",")]
+    if isinstance(value, list):
+        tools = frozenset(str(t) for t in value if str(t))
+        return tools or None
+    return None
+
+
+class _RoleRun(DetectorRun):
+    def __init__(self, detector: RoleSpecification) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.read_only_names = [re.compile(p, re.IGNORECASE) for p in self.config.read_only_agents]
+        self.role_tools: dict[str, frozenset[str]] = {}
+        self.read_only: set[str] = set()
+        self.calls: list[tuple[Step, bool]] = []
+        self.reported: set[tuple[str, str]] = set()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.agent and step.run_attributes:
+            tools = _tool_list(step.run_attributes.get(conventions.AGENT_ALLOWED_TOOLS))
+            # The agent's own span says it best; any other span's word is taken until then.
+            if tools is not None and (
+                step.kind is StepKind.AGENT or step.agent not in self.role_tools
+            ):
+                self.role_tools[step.agent] = tools
+            if step.run_attributes.get(conventions.AGENT_READ_ONLY) is True:
+                self.read_only.add(step.agent)
+        if step.kind is not StepKind.TOOL or not step.tool_name or not step.agent:
+            return ()
+        mutating = (
+            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+            is ActionKind.MUTATING
+        )
+        if len(self.calls) < _MAX_TRACKED_CALLS:
+            self.calls.append((step, mutating))
+        return self._check(step, mutating, run)
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        findings: list[Finding] = []
+        for step, mutating in self.calls:
+            findings.extend(self._check(step, mutating, run))
+        return findings
+
+    def _allowed(self, agent: str) -> frozenset[str] | None:
+        if agent in self.role_tools:
+            return self.role_tools[agent]
+        configured = self.config.agent_tools.get(agent)
+        return frozenset(configured) if configured else None
+
+    def _is_read_only(self, agent: str) -> bool:
+        return agent in self.read_only or any(p.search(agent) for p in self.read_only_names)
+
+    def _check(self, step: Step, mutating: bool, run: Run) -> list[Finding]:
+        out = []
+        allowed = self._allowed(step.agent)
+        if allowed is not None and step.tool_name not in allowed:
+            out.extend(
+                self._once(
+                    step,
+                    "tool_outside_role",
+                    f"{step.agent} called {step.tool_name}, which its role does not include",
+                    {"agent": step.agent, "tool": step.tool_name, "role_tools": sorted(allowed)},
+                    run,
+                )
+            )
+        if mutating and self._is_read_only(step.agent):
+            out.extend(
+                self._once(
+                    step,
+                    "read_only_role_mutates",
+                    f"{step.agent}, a read-only role, changed the system with {step.tool_name}",
+                    {
+                        "agent": step.agent,
+                        "tool": step.tool_name,
+                        "arguments": short(step.tool_arguments),
+                    },
+                    run,
+                )
+            )
+        return out
+
+    def _once(
+        self, step: Step, rule: str, message: str, values: dict[str, Any], run: Run
+    ) -> list[Finding]:
+        key = (rule, step.span_id)
+        if key in self.reported or len(self.reported) >= self.config.max_findings_per_run:
+            return []
+        self.reported.add(key)
+        return [self.detector.finding(step, rule, 0.9, message, [step], values, run)]

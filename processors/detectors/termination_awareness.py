@@ -1,0 +1,185 @@
+"""FM-1.5 Unaware of termination conditions: the agent does not know when to stop.
+
+Rules:
+- `limit_hit`: the run (or one of its agents) ended on a turn, step or time limit: an error
+  whose message matches `signals.limit_pattern` (max turns, recursion limit, timeout, ...);
+- `past_budget`: the run went on for `steps_past_budget` steps beyond its step budget
+  (`mast.task.max_steps`) instead of stopping at it;
+- `calls_after_final_answer`: an agent gave its final answer (a model call answering rather
+  than calling a tool) and then kept calling tools itself;
+- `calls_after_success`: a check after a change already showed the resource healthy, and the
+  agent made `calls_after_success` more tool calls regardless;
+- `ended_in_loop`: the run's last `final_loop_length` tool calls were one call repeated with
+  the same result: it stopped because something else stopped it, not because it was done.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from processors import conventions
+from processors.classify import ActionKind
+from processors.detectors.base import Detector
+from processors.detectors.config import TerminationAwarenessConfig
+from processors.detectors.signals import Health, is_final_answer
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+
+class TerminationAwareness(Detector):
+    mode = "FM-1.5"
+    name = "termination_awareness"
+    version = "1.0"
+    config: TerminationAwarenessConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _TerminationRun(self)
+
+
+class _TerminationRun(DetectorRun):
+    def __init__(self, detector: TerminationAwareness) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.final_answer: dict[str, Step] = {}  # agent → its final answer
+        self.after_final: dict[str, list[Step]] = {}
+        self.changed_targets: frozenset[str] = frozenset()
+        self.healthy_check: Step | None = None
+        self.after_success: list[Step] = []
+        self.tail: deque[tuple[str, Step]] = deque(maxlen=max(self.config.final_loop_length, 1))
+        self.steps = 0
+        self.reported: set[str] = set()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        findings: list[Finding] = []
+        signals = self.detector.signals
+        limit = step.failed and signals.limit.search(step.error)
+        if limit and step.kind in (StepKind.AGENT, StepKind.OTHER, StepKind.LLM):
+            findings.extend(
+                self._report(
+                    "limit_hit",
+                    step,
+                    [step],
+                    0.9,
+                    f"the run ended on a limit: {step.error[:120]}",
+                    {"error": step.error[:300]},
+                    run,
+                )
+            )
+        if step.kind in (StepKind.LLM, StepKind.TOOL):
+            self.steps += 1
+            findings.extend(self._past_budget(step, run))
+        if step.kind is StepKind.LLM:
+            if is_final_answer(step):
+                self.final_answer.setdefault(step.agent, step)
+            return findings
+        if step.kind is not StepKind.TOOL or not step.tool_name:
+            return findings
+        classifier = self.detector.classifier
+        self.tail.append(
+            (
+                classifier.canonical_call(step.tool_name, step.tool_arguments)
+                + "\x01"
+                + classifier.result_fingerprint(step.tool_result or step.error),
+                step,
+            )
+        )
+        answer = self.final_answer.get(step.agent)
+        if answer is not None:
+            calls = self.after_final.setdefault(step.agent, [])
+            calls.append(step)
+            if len(calls) == self.config.calls_after_final_answer:
+                findings.extend(
+                    self._report(
+                        "calls_after_final_answer",
+                        step,
+                        [answer, *calls],
+                        0.75,
+                        f"{step.agent or 'the agent'} kept calling tools after its final answer",
+                        {"final_answer": answer.output_text[:200], "calls_after": len(calls)},
+                        run,
+                    )
+                )
+        action = classifier.classify(step.tool_name, step.tool_arguments)
+        if action.kind is ActionKind.MUTATING and not step.failed:
+            self.changed_targets = action.targets
+            self.healthy_check = None
+            self.after_success = []
+        elif self.healthy_check is not None:
+            self.after_success.append(step)
+            if len(self.after_success) == self.config.calls_after_success:
+                findings.extend(
+                    self._report(
+                        "calls_after_success",
+                        step,
+                        [self.healthy_check, *self.after_success],
+                        0.7,
+                        f"{len(self.after_success)} more tool calls after a check showed "
+                        f"the problem solved",
+                        {
+                            "check": self.healthy_check.tool_name,
+                            "calls_after": len(self.after_success),
+                        },
+                        run,
+                    )
+                )
+        elif (
+            self.changed_targets
+            and action.kind is ActionKind.READ
+            and action.targets & self.changed_targets
+            and self.detector.signals.health(step.tool_result) is Health.HEALTHY
+        ):
+            self.healthy_check = step
+        return findings
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        length = self.config.final_loop_length
+        if length < 2 or len(self.tail) < length:
+            return ()
+        tokens = {token for token, _ in self.tail}
+        last = self.tail[-1][1]
+        if len(tokens) != 1 or (
+            run.window and run.window[-1].kind is StepKind.LLM and is_final_answer(run.window[-1])
+        ):
+            return ()
+        steps = [s for _, s in self.tail]
+        return self._report(
+            "ended_in_loop",
+            last,
+            steps,
+            0.8,
+            f"the run ended while repeating {last.tool_name}",
+            {"tool": last.tool_name, "repeats": len(steps)},
+            run,
+        )
+
+    def _past_budget(self, step: Step, run: Run) -> list[Finding]:
+        budget = run.attributes.get(conventions.TASK_MAX_STEPS)
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+            return []
+        if self.steps != budget + self.config.steps_past_budget:
+            return []
+        return self._report(
+            "past_budget",
+            step,
+            [step],
+            0.85,
+            f"the run went {self.config.steps_past_budget} steps past its budget of {budget}",
+            {"budget": budget, "steps": self.steps},
+            run,
+        )
+
+    def _report(
+        self,
+        rule: str,
+        at: Step,
+        evidence: list[Step],
+        confidence: float,
+        message: str,
+        values: dict[str, object],
+        run: Run,
+    ) -> list[Finding]:
+        if rule in self.reported:
+            return []
+        self.reported.add(rule)
+        return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]

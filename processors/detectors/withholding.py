@@ -1,0 +1,128 @@
+"""FM-2.4 Information withholding: an agent keeps to itself what the next agent needed.
+
+Rules, around each hand-off from one agent to another:
+- `redone_after_handoff`: the receiving agent makes a read-only call the sender had already
+  made successfully before handing off: the sender had the result and did not pass it on;
+- `error_not_passed_on`: the sender saw a tool call fail, and the hand-off message mentions
+  neither the failure nor the failing tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, short
+from processors.detectors.config import WithholdingConfig
+from processors.model import Finding, Step, StepKind
+from processors.window import DetectorRun, Run
+
+_FAILURE_WORDS = ("error", "fail", "denied", "forbidden", "refused", "not found", "timeout")
+_MAX_CALLS_PER_AGENT = 1024
+
+
+@dataclass(slots=True)
+class _Knowledge:
+    reads: dict[str, Step] = field(default_factory=dict)  # canonical call → its step
+    failures: list[Step] = field(default_factory=list)
+
+
+class Withholding(Detector):
+    mode = "FM-2.4"
+    name = "withholding"
+    version = "1.0"
+    config: WithholdingConfig
+
+    def open(self, run: Run) -> DetectorRun:
+        return _WithholdingRun(self)
+
+
+class _WithholdingRun(DetectorRun):
+    def __init__(self, detector: Withholding) -> None:
+        self.detector = detector
+        self.known: dict[str, _Knowledge] = {}
+        # Receiver → (hand-off step, what the sender had read by then).
+        self.handed: dict[str, tuple[Step, dict[str, Step]]] = {}
+        # Once anything changes the system, reading again is checking, not redoing.
+        self.changed_since: set[str] = set()
+        self.reported: set[str] = set()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind is StepKind.HANDOFF and step.target_agent:
+            return self._on_handoff(step, run)
+        if step.kind is not StepKind.TOOL or not step.tool_name:
+            return ()
+        knowledge = self.known.setdefault(step.agent, _Knowledge())
+        classifier = self.detector.classifier
+        if step.failed:
+            if len(knowledge.failures) < _MAX_CALLS_PER_AGENT:
+                knowledge.failures.append(step)
+            return ()
+        action = classifier.classify(step.tool_name, step.tool_arguments)
+        if action.kind is ActionKind.MUTATING:
+            self.changed_since.update(self.handed)
+            return ()
+        key = classifier.canonical_call(step.tool_name, step.tool_arguments)
+        handed = self.handed.get(step.agent)
+        if len(knowledge.reads) < _MAX_CALLS_PER_AGENT:
+            knowledge.reads.setdefault(key, step)
+        if handed is None or key not in handed[1] or key in self.reported:
+            return ()
+        if step.agent in self.changed_since:
+            return ()
+        self.reported.add(key)
+        handoff, sender_reads = handed
+        earlier = sender_reads[key]
+        return [
+            self.detector.finding(
+                at=step,
+                rule="redone_after_handoff",
+                confidence=0.7,
+                message=(
+                    f"{step.agent} re-ran {step.tool_name} that {handoff.agent} had already run "
+                    f"before handing off: the result was not passed on"
+                ),
+                evidence=[earlier, handoff, step],
+                values={
+                    "sender": handoff.agent,
+                    "receiver": step.agent,
+                    "call": short(step.tool_arguments),
+                },
+                run=run,
+            )
+        ]
+
+    def _on_handoff(self, step: Step, run: Run) -> list[Finding]:
+        sender = self.known.get(step.agent, _Knowledge())
+        self.handed[step.target_agent] = (step, dict(sender.reads))
+        self.changed_since.discard(step.target_agent)
+        message = step.input_text.lower()
+        unmentioned = [
+            f
+            for f in sender.failures
+            if f.tool_name.lower() not in message and not any(w in message for w in _FAILURE_WORDS)
+        ]
+        if not unmentioned or f"error:{step.span_id}" in self.reported:
+            return []
+        self.reported.add(f"error:{step.span_id}")
+        failed = unmentioned[-1]
+        return [
+            self.detector.finding(
+                at=step,
+                rule="error_not_passed_on",
+                confidence=0.75,
+                message=(
+                    f"{step.agent} handed off to {step.target_agent} without mentioning that "
+                    f"{failed.tool_name} failed"
+                ),
+                evidence=[failed, step],
+                values={
+                    "sender": step.agent,
+                    "receiver": step.target_agent,
+                    "error": short(failed.error or failed.tool_result),
+                    "handoff_message": short(step.input_text),
+                },
+                run=run,
+            )
+        ]
