@@ -123,11 +123,14 @@ class StorageConfig:
     max_buffered_rows: int = 50_000
     # A failed write is retried after this delay, doubled on each failure up to the maximum.
     retry_initial_s: float = 0.5
+    # The longest wait between two attempts while the store keeps failing.
     retry_max_s: float = 30.0
 
 
 @dataclass
 class DurabilityConfig:
+    """When a request is acknowledged, and what survives a killed process (the spool)."""
+
     # durable: a request is acknowledged only once it is in the write-ahead spool on disk, so
     # a killed process loses nothing it acknowledged; memory: acknowledged once queued in
     # memory (a killed process loses what it had not stored yet).
@@ -159,6 +162,8 @@ class DurabilityConfig:
 
 @dataclass
 class AuthConfig:
+    """Bearer-token authentication of every request on both receivers."""
+
     # A file holding the bearer token senders must present (Authorization: Bearer TOKEN).
     # Without it the token comes from the MAST_AUTH_TOKEN environment variable; with neither,
     # requests are not authenticated (fine on loopback, not on a network).
@@ -169,8 +174,11 @@ class AuthConfig:
 
 @dataclass
 class TlsConfig:
+    """TLS (and mutual TLS) on both receivers."""
+
     # PEM files. Both set: the receivers speak TLS only.
     cert_file: str = ""
+    # The private key of cert_file (PEM).
     key_file: str = ""
     # Set: mutual TLS, clients must present a certificate signed by this CA.
     client_ca_file: str = ""
@@ -178,6 +186,8 @@ class TlsConfig:
 
 @dataclass
 class SecurityConfig:
+    """Who may send, and over what: off by default, which suits loopback endpoints."""
+
     auth: AuthConfig = field(default_factory=AuthConfig)
     tls: TlsConfig = field(default_factory=TlsConfig)
 

@@ -25,11 +25,15 @@ TRUNCATION_MARKER = "…[truncated {n} bytes]"
 
 @dataclass
 class LimitsConfig:
+    """What one span or log record may carry; each limit is counted when hit."""
+
     # Longer string (and bytes) attribute values are cut, ending in "…[truncated N bytes]".
     max_attribute_value_bytes: int = 256 * 1024
     # Past these counts the rest is dropped; the span keeps mast.dropped.* counts.
     max_attributes_per_span: int = 128
+    # Events past this are dropped (mast.dropped.events says how many).
     max_events_per_span: int = 128
+    # Links past this are dropped (mast.dropped.links says how many).
     max_links_per_span: int = 128
     # A span starting or ending further than this from the collector's clock is stored as
     # sent, counted, and placed in its run at the time it arrived.

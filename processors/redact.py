@@ -86,15 +86,20 @@ _KEY_CACHE_MAX = 10_000
 
 @dataclass
 class RedactionConfig:
+    """Secrets out of attribute values before storage and detection; counted."""
+
+    # Apply the rules at all.
     enabled: bool = True
     # Attributes whose key matches (case-insensitive search) have their whole value replaced.
     key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_KEY_PATTERNS))
     # Matches in string values are replaced; a group named `secret` limits the replacement
     # to that part, keeping the context ("Bearer [REDACTED]").
     value_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_VALUE_PATTERNS))
+    # What a redacted value (or its secret part) becomes.
     replacement: str = "[REDACTED]"
     # Attributes whose key matches (case-insensitive search) are cut to `truncate_bytes`.
     truncate_key_patterns: list[str] = field(default_factory=list)
+    # Length those attributes are cut to, marker included.
     truncate_bytes: int = 4096
 
     def validate(self) -> None:
