@@ -56,7 +56,9 @@ class ChdbStore:
 
     def query(self, sql: str) -> list[dict[str, Any]]:
         text = self._run(sql, "JSONEachRow")
-        return [json.loads(line) for line in text.splitlines() if line]
+        # JSONEachRow ends rows with "\n" only; str.splitlines would also split inside values
+        # holding other line breaks ("\x1c", "\u2028"), which ClickHouse leaves unescaped.
+        return [json.loads(line) for line in text.split("\n") if line]
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         """Insert a columnar batch in one statement (chDB reads the Arrow table in place)."""

@@ -36,7 +36,7 @@ class LimitsConfig:
     # Links past this are dropped (mast.dropped.links says how many).
     max_links_per_span: int = 128
     # A span starting or ending further than this from the collector's clock is stored as
-    # sent, counted, and placed in its run at the time it arrived.
+    # sent and counted (clock_skew in /healthz).
     max_clock_skew_s: float = 24 * 3600.0
 
     def validate(self) -> None:
