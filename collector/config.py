@@ -19,6 +19,8 @@ import yaml
 from processors.classify import ClassifierConfig
 from processors.detectors.config import DetectorsConfig
 from processors.judge import JudgeConfig
+from processors.limits import LimitsConfig
+from processors.redact import RedactionConfig
 from processors.scoring import ScoringConfig
 from processors.window import WindowConfig
 
@@ -87,7 +89,11 @@ class PipelineConfig:
 
     # Spans and log records decoded but not yet processed. Past this, receivers refuse with
     # OTLP's retryable status so senders back off instead of losing data.
-    queue_max_items: int = 200_000
+    # Each queued span costs about 7 KB of memory once decoded.
+    queue_max_items: int = 50_000
+    # Request bytes (as received, decompressed) waiting in the queue: bounds memory when
+    # spans are large, which the item count alone does not.
+    queue_max_bytes: int = 64 * 1024 * 1024
     # How long a refused sender is told to wait before retrying.
     retry_after_s: float = 1.0
     # How often the pipeline releases steps past their grace period and closes idle runs.
@@ -167,6 +173,79 @@ class StorageConfig:
     clickhouse: ClickHouseServerConfig = field(default_factory=ClickHouseServerConfig)
     # Traces analysed (and held in memory) at a time by `mast-otel backfill`.
     backfill_batch_traces: int = 500
+    # Rows waiting for the store. While the store fails writes they accumulate up to this
+    # bound; past it the pipeline stops taking batches, its queue fills, and receivers refuse
+    # with OTLP's retryable status.
+    max_buffered_rows: int = 50_000
+    # A failed write is retried after this delay, doubled on each failure up to the maximum.
+    retry_initial_s: float = 0.5
+    # The longest wait between two attempts while the store keeps failing.
+    retry_max_s: float = 30.0
+
+
+@dataclass
+class DurabilityConfig:
+    """When a request is acknowledged, and what survives a killed process (the spool)."""
+
+    # durable: a request is acknowledged only once it is in the write-ahead spool on disk, so
+    # a killed process loses nothing it acknowledged; memory: acknowledged once queued in
+    # memory (a killed process loses what it had not stored yet).
+    mode: str = "durable"
+    # Where the spool lives; empty means "<storage.data_dir>/spool".
+    spool_dir: str = ""
+    # Spool bytes on disk. Past this, receivers refuse with OTLP's retryable status.
+    max_spool_bytes: int = 1024 * 1024 * 1024
+    # A spool file is closed and a new one started past this size; a closed file is deleted
+    # once everything it holds is stored and every run it touched is closed and stored.
+    segment_bytes: int = 64 * 1024 * 1024
+    # group: each request is acknowledged after the fsync that covers it (survives a power
+    # cut); requests written while an fsync runs share the next one, so fsyncs per request
+    # fall as load rises. none: acknowledged once written to the operating system (survives
+    # a killed process, not a power cut).
+    fsync: str = "group"
+    # Extra wait before each fsync to gather more requests into it (0: none; the natural
+    # grouping above already batches under load).
+    group_commit_ms: float = 0.0
+    # Past this share of max_spool_bytes, the runs holding the oldest spool file open are
+    # closed and analysed (counted as runs_closed.spool_full), so long runs cannot pin the
+    # spool until it refuses everything.
+    run_eviction_ratio: float = 0.75
+    # At a clean stop: false closes and analyses every open run (close reason "shutdown");
+    # true leaves runs still in progress in the spool and the next start resumes them, so a
+    # restart does not cut them in two.
+    resume_open_runs: bool = False
+
+
+@dataclass
+class AuthConfig:
+    """Bearer-token authentication of every request on both receivers."""
+
+    # A file holding the bearer token senders must present (Authorization: Bearer TOKEN).
+    # Without it the token comes from the MAST_AUTH_TOKEN environment variable; with neither,
+    # requests are not authenticated (fine on loopback, not on a network).
+    token_file: str = ""
+    # GET /healthz without a token (for probes that cannot send one); off: it needs one too.
+    health_open: bool = False
+
+
+@dataclass
+class TlsConfig:
+    """TLS (and mutual TLS) on both receivers."""
+
+    # PEM files. Both set: the receivers speak TLS only.
+    cert_file: str = ""
+    # The private key of cert_file (PEM).
+    key_file: str = ""
+    # Set: mutual TLS, clients must present a certificate signed by this CA.
+    client_ca_file: str = ""
+
+
+@dataclass
+class SecurityConfig:
+    """Who may send, and over what: off by default, which suits loopback endpoints."""
+
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass
@@ -210,6 +289,10 @@ class Config:
     storage: StorageConfig = field(default_factory=StorageConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
+    durability: DurabilityConfig = field(default_factory=DurabilityConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    redaction: RedactionConfig = field(default_factory=RedactionConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
     def validate(self) -> None:
         """Fail at start, with the key to fix, rather than misbehave later."""
@@ -226,12 +309,18 @@ class Config:
             "receivers.http.max_body_bytes": self.receivers.http.max_body_bytes,
             "receivers.http.socket_timeout_s": self.receivers.http.socket_timeout_s,
             "pipeline.queue_max_items": self.pipeline.queue_max_items,
+            "pipeline.queue_max_bytes": self.pipeline.queue_max_bytes,
             "pipeline.tick_interval_s": self.pipeline.tick_interval_s,
             "pipeline.max_step_text": self.pipeline.max_step_text,
             "storage.batch_max_rows": self.storage.batch_max_rows,
             "storage.flush_interval_s": self.storage.flush_interval_s,
             "sharding.trace_time_window_s": self.sharding.trace_time_window_s,
             "sharding.max_pending_checks": self.sharding.max_pending_checks,
+            "storage.max_buffered_rows": self.storage.max_buffered_rows,
+            "storage.retry_initial_s": self.storage.retry_initial_s,
+            "storage.retry_max_s": self.storage.retry_max_s,
+            "durability.max_spool_bytes": self.durability.max_spool_bytes,
+            "durability.segment_bytes": self.durability.segment_bytes,
         }
         for key, value in positive.items():
             if value <= 0:
@@ -246,7 +335,11 @@ class Config:
             raise ConfigError(
                 f"storage.database: {self.storage.database!r} is not a plain identifier"
             )
+        self._validate_durability()
+        self._validate_security()
         try:
+            self.limits.validate()
+            self.redaction.validate()
             self.windows.validate()
             self.detectors.validate()
             self.classification.validate()
@@ -297,6 +390,58 @@ class Config:
                 raise ConfigError(
                     f"storage.clickhouse.url: expected http(s)://HOST[:PORT], got {url!r}"
                 )
+
+    def _validate_durability(self) -> None:
+        durability = self.durability
+        if durability.mode not in ("durable", "memory"):
+            raise ConfigError(
+                f"durability.mode: {durability.mode!r} is not a mode; use 'durable' or 'memory'"
+            )
+        if durability.fsync not in ("group", "none"):
+            raise ConfigError(
+                f"durability.fsync: {durability.fsync!r} is not a policy; use 'group' or 'none'"
+            )
+        if durability.group_commit_ms < 0:
+            raise ConfigError(
+                f"durability.group_commit_ms must not be negative, got {durability.group_commit_ms}"
+            )
+        if durability.segment_bytes > durability.max_spool_bytes:
+            raise ConfigError(
+                "durability.segment_bytes must not exceed durability.max_spool_bytes "
+                f"({durability.segment_bytes} > {durability.max_spool_bytes})"
+            )
+        if not 0 < durability.run_eviction_ratio <= 1:
+            raise ConfigError(
+                "durability.run_eviction_ratio must be in (0, 1], "
+                f"got {durability.run_eviction_ratio}"
+            )
+        if self.storage.retry_max_s < self.storage.retry_initial_s:
+            raise ConfigError("storage.retry_max_s must not be below storage.retry_initial_s")
+
+    def _validate_security(self) -> None:
+        tls = self.security.tls
+        if bool(tls.cert_file) != bool(tls.key_file):
+            raise ConfigError(
+                "security.tls: set both cert_file and key_file (or neither) to serve TLS"
+            )
+        if tls.client_ca_file and not tls.cert_file:
+            raise ConfigError(
+                "security.tls.client_ca_file needs cert_file and key_file: mutual TLS is TLS"
+            )
+        for key, path in (
+            ("security.tls.cert_file", tls.cert_file),
+            ("security.tls.key_file", tls.key_file),
+            ("security.tls.client_ca_file", tls.client_ca_file),
+            ("security.auth.token_file", self.security.auth.token_file),
+        ):
+            if path and not Path(path).is_file():
+                raise ConfigError(f"{key}: {path} is not a readable file")
+
+    def spool_dir(self) -> Path:
+        """Where the write-ahead spool lives (under the data directory unless set)."""
+        if self.durability.spool_dir:
+            return Path(self.durability.spool_dir)
+        return Path(self.storage.data_dir) / "spool"
 
 
 def _merge(instance: Any, values: dict[str, Any], path: str) -> Any:

@@ -9,7 +9,7 @@ retryable status (gRPC UNAVAILABLE with retry info, HTTP 503 with Retry-After).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from processors.records import LogRecord, SpanRecord
 
@@ -28,7 +28,17 @@ class Refused(Exception):
         self.retry_after_s = retry_after_s
 
 
-class TelemetryConsumer(Protocol):
-    def consume_spans(self, spans: list[SpanRecord]) -> Accepted: ...
+@dataclass(frozen=True, slots=True)
+class RawRequest:
+    """A request's body as received (decompressed), for the write-ahead spool: the pipeline
+    writes these bytes to disk before acknowledging the records decoded from them."""
 
-    def consume_logs(self, logs: list[LogRecord]) -> Accepted: ...
+    signal: Literal["traces", "logs"]
+    encoding: Literal["protobuf", "json"]
+    data: bytes
+
+
+class TelemetryConsumer(Protocol):
+    def consume_spans(self, spans: list[SpanRecord], raw: RawRequest | None = None) -> Accepted: ...
+
+    def consume_logs(self, logs: list[LogRecord], raw: RawRequest | None = None) -> Accepted: ...

@@ -1,11 +1,19 @@
 """The pipeline: receive → normalize → window → detect → export, one way.
 
-Receivers call `consume_spans`/`consume_logs` from their own threads; the batch goes on a
-bounded queue and the call returns at once (or raises `Refused` when the queue is full, which
-receivers turn into OTLP's retryable status). One worker thread takes batches off the queue,
-normalizes each span into a step, feeds the run windows (which run the detectors), and hands
-spans, findings and signatures to the exporter. The same `process_*` methods serve the offline
-`analyze` command, driven synchronously.
+Receivers call `consume_spans`/`consume_logs` from their own threads. In durable mode the
+request's bytes are first written ahead to the spool (`collector.spool`), and the call returns
+(the receiver acknowledges) only once they are on disk; in memory mode it returns once the batch
+is queued. Either way the queue is bounded: past it, or past the spool's bound, the call raises
+`Refused`, which receivers turn into OTLP's retryable status.
+
+One worker thread takes batches off the queue, applies the limits and redaction rules, normalizes
+each span into a step, feeds the run windows (which run the detectors), and hands spans,
+findings and signatures to the exporter. After a crash it first replays the spool: rows the
+store may lack are written (looked up first, so nothing is stored twice) and the runs that were
+open are rebuilt from their first span. When the store falls behind, the worker stops taking
+batches, so the queue and then the receivers push back instead of memory growing.
+
+The same `process_*` methods serve the offline `analyze` command, driven synchronously.
 """
 
 from __future__ import annotations
@@ -19,20 +27,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.config import Config
-from collector.consumer import Accepted, Refused
+from collector.consumer import Accepted, RawRequest, Refused
 from collector.exporters.base import Exporter
 from collector.judge import JudgeStage, OpenAICompatibleJudge
+from collector.otlp.decode import (
+    OtlpDecodeError,
+    decode_logs,
+    decode_spans,
+    parse_logs_request,
+    parse_trace_request,
+)
+from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
+from collector.spool import RecordKind, Recovered, Spool, SpoolEntry, SpoolFull
 from processors import conventions
 from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory
+from processors.limits import RecordLimits
 from processors.model import Finding, Step, StepKind, StepStatus
 from processors.normalize import normalize_log, normalize_span
 from processors.records import LogRecord, SpanRecord
+from processors.redact import Redactor
 from processors.window import RunWindows, WindowOutput
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+WallClock = Callable[[], int]
+
+_RECORD_KINDS: dict[tuple[str, str], RecordKind] = {
+    ("traces", "protobuf"): RecordKind.TRACES_PROTOBUF,
+    ("logs", "protobuf"): RecordKind.LOGS_PROTOBUF,
+    ("traces", "json"): RecordKind.TRACES_JSON,
+    ("logs", "json"): RecordKind.LOGS_JSON,
+}
 
 
 def bare_step(record: SpanRecord) -> Step:
@@ -62,20 +89,107 @@ class PipelineStats:
     logs_received: int = 0
     spans_unrecognised: int = 0
     items_refused: int = 0
+    requests_refused: int = 0
+    spool_refusals: int = 0
     export_errors: int = 0
+    processing_errors: int = 0
     findings: int = 0
     signatures: int = 0
+    # The same span delivered again while its run is open: analysed and stored once.
+    spans_duplicate: int = 0
+    spans_end_before_start: int = 0
+    # Start or end further from the collector's clock than limits.max_clock_skew_s.
+    clock_skew: int = 0
+    # Runs closed early because they held the oldest spool segment past its share.
+    runs_closed_for_spool: int = 0
+    # Ticks spent not taking batches because the store is behind.
+    backpressure_ticks: int = 0
+    replayed_requests: int = 0
+    replay_decode_errors: int = 0
     outcomes_updated: int = 0
     findings_refused: int = 0
     # Findings by mode, for self-metrics (fatality is derived from the mode).
     findings_by_mode: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _Batch:
+    kind: str
+    items: list[Any]
+    entry: SpoolEntry | None = None
+    # Replayed from the spool: its rows may already be stored.
+    replayed: bool = False
+    # Replayed, and the journal says its rows are stored: feed the windows only.
+    stored: bool = False
+    # Request bytes it holds in the queue.
+    size: int = 0
+
+
+class _Ledger:
+    """What each spool segment still waits for, from the pipeline's side: records whose rows
+    are handed to the exporter but not yet confirmed stored, and runs holding the segments
+    their records are in. Touched by the worker thread only."""
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+        self.run_segments: dict[str, set[int]] = {}
+        self._records: list[SpoolEntry] = []
+        self._closes: list[tuple[str, set[int]]] = []
+
+    def touched(self, trace_id: str, segment: int) -> None:
+        held = self.run_segments.setdefault(trace_id, set())
+        if segment not in held:
+            held.add(segment)
+            self.spool.hold(segment)
+
+    def processed(self, entry: SpoolEntry) -> None:
+        self._records.append(entry)
+
+    def closed(self, trace_id: str) -> None:
+        held = self.run_segments.pop(trace_id, None)
+        if held:
+            self._closes.append((trace_id, held))
+
+    def confirm(self) -> None:
+        """Everything handed to the exporter is in the store: journal it, then let go."""
+        if not self._records and not self._closes:
+            self.spool.idle_rotate()
+            return
+        lines: dict[int, list[str]] = {}
+        for entry in self._records:
+            lines.setdefault(entry.segment, []).append(f"S {entry.seq}")
+        for trace_id, segments in self._closes:
+            for segment in segments:
+                lines.setdefault(segment, []).append(f"C {trace_id}")
+        self.spool.journal(lines)
+        for entry in self._records:
+            self.spool.release(entry.segment)
+        for _, segments in self._closes:
+            for segment in segments:
+                self.spool.release(segment)
+        self._records.clear()
+        self._closes.clear()
+        self.spool.idle_rotate()
+
+    def runs_holding(self, segment: int) -> list[str]:
+        return [trace for trace, held in self.run_segments.items() if segment in held]
+
+
 class Pipeline:
-    def __init__(self, config: Config, exporter: Exporter, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: Config,
+        exporter: Exporter,
+        clock: Clock = time.monotonic,
+        *,
+        spool: Spool | None = None,
+        recovered: Recovered | None = None,
+        wall_clock: WallClock = time.time_ns,
+    ) -> None:
         self.config = config
         self.exporter = exporter
         self.clock = clock
+        self.wall_clock = wall_clock
         classifier = ActionClassifier(config.classification)
         detectors = build_detectors(config.detectors, classifier)
         self.windows = RunWindows(
@@ -86,48 +200,102 @@ class Pipeline:
             self.judge = JudgeStage(
                 OpenAICompatibleJudge(config.judge), config.judge, self.consume_findings
             )
+        self.limits = RecordLimits(config.limits)
+        self.redactor = Redactor(config.redaction)
         self.stats = PipelineStats()
-        self._queue: queue.Queue[tuple[str, list[Any]]] = queue.Queue()
+        self.spool = spool
+        self._ledger = _Ledger(spool) if spool is not None else None
+        self._recovered = recovered
+        self._queue: queue.Queue[_Batch] = queue.Queue()
         self._queued_items = 0
+        self._queued_bytes = 0
         self._queue_lock = threading.Lock()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self._last_tick = 0.0
         self._listeners: list[Callable[[WindowOutput], None]] = []
         self._after_export: list[Callable[[float, bool], None]] = []
+        # Runs opened since the store last confirmed a flush: their spans may have been stored
+        # by an earlier process (or be re-sent copies), so they are looked up before writing.
+        self._unverified: set[str] = set()
+        self._skew_ns = int(config.limits.max_clock_skew_s * 1e9)
 
     # -- the consumer side, called by receivers ---------------------------------------------
 
-    def consume_spans(self, spans: list[SpanRecord]) -> Accepted:
-        self._enqueue("spans", spans)
+    def consume_spans(self, spans: list[SpanRecord], raw: RawRequest | None = None) -> Accepted:
+        self._enqueue("spans", spans, raw)
         return Accepted()
 
-    def consume_logs(self, logs: list[LogRecord]) -> Accepted:
-        self._enqueue("logs", logs)
+    def consume_logs(self, logs: list[LogRecord], raw: RawRequest | None = None) -> Accepted:
+        self._enqueue("logs", logs, raw)
         return Accepted()
 
     def consume_findings(self, findings: list[Finding]) -> None:
-        """Findings made outside the worker (the semantic judge), stored by the worker."""
+        """Findings made outside the worker (the semantic judge), stored by the worker. They
+        are not spooled: after a crash the judge's verdicts on runs in flight are not
+        repeated."""
         try:
-            self._enqueue("findings", findings)
+            self._enqueue("findings", findings, None)
         except Refused:
             self.stats.findings_refused += len(findings)
 
-    def _enqueue(self, kind: str, items: list[Any]) -> None:
+    def check_room(self, request_bytes: int) -> None:
+        """Refuse a request before it is even parsed when it cannot be taken (queue or spool
+        at its bound, shutting down): under overload, refusing costs next to nothing."""
+        with self._queue_lock:
+            self._refuse_if_full(0, request_bytes)
+
+    def _refuse_if_full(self, items: int, request_bytes: int) -> None:
+        """Raise Refused (counted) if `items` and `request_bytes` more would pass a bound;
+        the caller holds the queue lock."""
+        retry_after = self.config.pipeline.retry_after_s
+        if self._stop.is_set():
+            raise Refused("the collector is shutting down", retry_after)
+        pipeline = self.config.pipeline
+        reason = ""
+        if self._queued_items and self._queued_items + items > pipeline.queue_max_items:
+            reason = (
+                f"pipeline queue is full ({self._queued_items} of {pipeline.queue_max_items} "
+                "items waiting)"
+            )
+        elif self._queued_bytes and self._queued_bytes + request_bytes > pipeline.queue_max_bytes:
+            reason = (
+                f"pipeline queue is full ({self._queued_bytes} of {pipeline.queue_max_bytes} "
+                "request bytes waiting)"
+            )
+        elif self.spool is not None and (self.spool.bytes + request_bytes > self.spool.max_bytes):
+            self.stats.spool_refusals += 1
+            reason = (
+                f"write-ahead spool is full ({self.spool.bytes} of {self.spool.max_bytes} "
+                "bytes): the store is behind or unreachable"
+            )
+        if reason:
+            self.stats.items_refused += items
+            self.stats.requests_refused += 1
+            raise Refused(reason, retry_after)
+
+    def _enqueue(self, kind: str, items: list[Any], raw: RawRequest | None) -> None:
         if not items:
             return
+        size = len(raw.data) if raw is not None else 0
         with self._queue_lock:
-            if self._stop.is_set():
-                raise Refused("the collector is shutting down", self.config.pipeline.retry_after_s)
-            limit = self.config.pipeline.queue_max_items
-            if self._queued_items + len(items) > limit and self._queued_items > 0:
-                self.stats.items_refused += len(items)
-                raise Refused(
-                    f"pipeline queue is full ({self._queued_items} of {limit} items waiting)",
-                    self.config.pipeline.retry_after_s,
-                )
+            self._refuse_if_full(len(items), size)
+            # Room is reserved before the (slow) write to disk, so the bounds hold.
             self._queued_items += len(items)
-        self._queue.put((kind, items))
+            self._queued_bytes += size
+        entry = None
+        if self.spool is not None and raw is not None:
+            try:
+                entry = self.spool.append(_RECORD_KINDS[(raw.signal, raw.encoding)], raw.data)
+            except SpoolFull as exc:
+                with self._queue_lock:
+                    self._queued_items -= len(items)
+                    self._queued_bytes -= size
+                    self.stats.items_refused += len(items)
+                    self.stats.requests_refused += 1
+                    self.stats.spool_refusals += 1
+                raise Refused(str(exc), self.config.pipeline.retry_after_s) from exc
+        self._queue.put(_Batch(kind, items, entry, size=size))
 
     @property
     def queue_depth(self) -> int:
@@ -152,105 +320,294 @@ class Pipeline:
             self.judge.start()
 
     def stop(self) -> None:
-        """Take no more, process everything queued, close every open run, flush the store."""
+        """Take no more, process what is queued, close every open run and write everything the
+        store takes. With `durability.resume_open_runs`, only runs whose end was seen are
+        closed; the others stay in the spool and resume at the next start. In durable mode
+        what the store refuses stays in the spool too."""
         with self._queue_lock:
             self._stop.set()
         if self._worker is not None:
             self._worker.join()
-        self._drain()
-        self._emit(self.windows.close_all("shutdown"))
+        durable = self.spool is not None
+        if not (durable and self.exporter.full):
+            self._drain()
+        if durable and self.config.durability.resume_open_runs:
+            self._emit(self._guarded(self.windows.close_finished))
+        else:
+            self._emit(self._guarded(lambda: self.windows.close_all("shutdown")))
         if self.judge is not None:
             # Runs still waiting for the judge are judged no more; what it found so far stays.
             self.judge.stop()
             self._drain()
-        self.exporter.flush(self.clock(), force=True)
+        try:
+            if self.exporter.flush(self.clock(), force=True):
+                self._confirm()
+        except Exception as exc:
+            self.stats.export_errors += 1
+            if durable:
+                log.error(
+                    "the store refused the last writes (%s); they stay in the spool and are "
+                    "written at the next start",
+                    exc,
+                )
+            else:
+                log.error("the store refused the last writes (%s); they are lost", exc)
         for stage in self._after_export:
-            stage(self.clock(), True)
+            try:
+                stage(self.clock(), True)
+            except Exception:
+                log.exception("a stage after export failed at stop")
 
     def _run(self) -> None:
+        if self.spool is not None and self.spool.replaying:
+            self._replay()
         interval = self.config.pipeline.tick_interval_s
         while not self._stop.is_set():
-            try:
-                kind, items = self._queue.get(timeout=interval)
-            except queue.Empty:
-                pass
+            if self.exporter.full:
+                # The store is behind: take nothing more until it catches up, so the queue
+                # fills and receivers push back.
+                self.stats.backpressure_ticks += 1
+                self._stop.wait(interval)
             else:
-                self._process(kind, items)
-            now = self.clock()
-            if now - self._last_tick >= interval:
-                self._last_tick = now
-                self.tick(now)
+                try:
+                    batch = self._queue.get(timeout=interval)
+                except queue.Empty:
+                    pass
+                else:
+                    self._take(batch)
+            self._maybe_tick()
+
+    def _maybe_tick(self) -> None:
+        now = self.clock()
+        if now - self._last_tick >= self.config.pipeline.tick_interval_s:
+            self._last_tick = now
+            self.tick(now)
 
     def _drain(self) -> None:
         while True:
             try:
-                kind, items = self._queue.get_nowait()
+                batch = self._queue.get_nowait()
             except queue.Empty:
                 return
-            self._process(kind, items)
+            self._take(batch)
 
-    def _process(self, kind: str, items: list[Any]) -> None:
+    def _take(self, batch: _Batch) -> None:
         with self._queue_lock:
-            self._queued_items -= len(items)
+            self._queued_items -= len(batch.items)
+            self._queued_bytes -= batch.size
+        self._process(batch)
+
+    def _process(self, batch: _Batch) -> None:
         try:
-            if kind == "spans":
-                self.process_spans(items)
-            elif kind == "logs":
-                self.process_logs(items)
+            if batch.kind == "spans":
+                self.process_spans(batch.items, source=batch)
+            elif batch.kind == "logs":
+                self.process_logs(batch.items, source=batch)
             else:
-                self.stats.findings += len(items)
-                self.exporter.add_findings(items)
+                self.stats.findings += len(batch.items)
+                self.exporter.add_findings(batch.items)
         except Exception:
-            # A bug in a detector must not take the collector down with every run in flight.
-            log.exception("processing a batch of %d %s failed", len(items), kind)
+            # A bug must not take the collector down with every run in flight.
+            self.stats.processing_errors += 1
+            log.exception("processing a batch of %d %s failed", len(batch.items), batch.kind)
+        if self._ledger is not None and batch.entry is not None:
+            self._ledger.processed(batch.entry)
+
+    # -- replay -------------------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        """Re-read what the previous process left in the spool, before any new request."""
+        assert self.spool is not None
+        recovered = self._recovered or Recovered()
+        for trace_id in recovered.closed:
+            self.windows.mark_closed(trace_id)
+        started = time.monotonic()
+        log.info(
+            "replaying %d spool segment(s), %d bytes, left by the previous run",
+            recovered.segments,
+            recovered.bytes,
+        )
+        depth = self.config.receivers.max_value_depth
+        for entry, kind, payload in self.spool.replay():
+            if self._stop.is_set():
+                break
+            try:
+                batch = _decode(kind, payload, depth)
+            except OtlpDecodeError as exc:
+                # Written only after decoding once, so this means the limits changed (depth)
+                # or the disk corrupted it past the checksum: nothing to rebuild.
+                self.stats.replay_decode_errors += 1
+                log.error("cannot decode spooled request %d: %s", entry.seq, exc)
+                batch = _Batch("spans", [])
+            batch.entry = entry
+            batch.replayed = True
+            batch.stored = entry.seq in recovered.stored
+            self.stats.replayed_requests += 1
+            self._process(batch)
+            while self.exporter.full and not self._stop.is_set():
+                self._maybe_tick()
+                self._stop.wait(self.config.pipeline.tick_interval_s)
+            self._maybe_tick()
+        log.info(
+            "replay done: %d request(s) in %.1f s, %d run(s) rebuilt and open",
+            self.stats.replayed_requests,
+            time.monotonic() - started,
+            self.windows.active_runs,
+        )
 
     # -- the stages, also driven directly by offline analysis ---------------------------------
 
-    def process_spans(self, spans: list[SpanRecord], now: float | None = None) -> None:
+    def process_spans(
+        self, spans: list[SpanRecord], now: float | None = None, *, source: Any = None
+    ) -> None:
         now = self.clock() if now is None else now
+        batch: _Batch | None = source
+        entry = batch.entry if batch is not None else None
+        replayed = batch is not None and batch.replayed
+        stored = batch is not None and batch.stored
         self.stats.spans_received += len(spans)
         max_text = self.config.pipeline.max_step_text
+        wall = self.wall_clock()
         out = WindowOutput()
+        export: list[SpanRecord] = []
+        checks: list[bool] = []
         for record in spans:
-            step = normalize_span(record, max_text=max_text)
-            if step is None:
-                self.stats.spans_unrecognised += 1
-                step = bare_step(record)
-            out.extend(self.windows.add(step, now))
-        self.exporter.add_spans(spans)
+            try:
+                self.limits.span(record)
+                self.redactor.span(record)
+                step = normalize_span(record, max_text=max_text)
+                if step is None:
+                    self.stats.spans_unrecognised += 1
+                    step = bare_step(record)
+                self._place_in_time(step, record.start_ns, record.end_ns, wall)
+                trace_id = step.trace_id
+                duplicate = self.windows.seen(trace_id, step.span_id)
+                after_close = self.windows.is_closed(trace_id)
+                opened = not after_close and not self.windows.is_open(trace_id)
+                out.extend(self.windows.add(step, now))
+            except Exception:
+                self.stats.processing_errors += 1
+                log.exception(
+                    "analysing span %s of trace %s failed", record.span_id, record.trace_id
+                )
+                duplicate, after_close, opened = False, True, False
+                trace_id = record.trace_id
+            if duplicate:
+                self.stats.spans_duplicate += 1
+                continue
+            if opened:
+                self._unverified.add(trace_id)
+            if self._ledger is not None and entry is not None and self.windows.is_open(trace_id):
+                self._ledger.touched(trace_id, entry.segment)
+            if not stored:
+                export.append(record)
+                checks.append(replayed or after_close or trace_id in self._unverified)
+        if export:
+            self.exporter.add_spans(export, checks)
         self._emit(out)
 
-    def process_logs(self, logs: list[LogRecord], now: float | None = None) -> None:
+    def process_logs(
+        self, logs: list[LogRecord], now: float | None = None, *, source: Any = None
+    ) -> None:
         now = self.clock() if now is None else now
+        batch: _Batch | None = source
+        entry = batch.entry if batch is not None else None
+        stored = batch is not None and batch.stored
         self.stats.logs_received += len(logs)
         max_text = self.config.pipeline.max_step_text
+        wall = self.wall_clock()
         out = WindowOutput()
         for record in logs:
-            step = normalize_log(record, max_text=max_text)
-            if step is not None:
+            try:
+                self.limits.log(record)
+                self.redactor.log(record)
+                step = normalize_log(record, max_text=max_text)
+                if step is None:
+                    continue
+                moment = record.time_ns or record.observed_time_ns
+                self._place_in_time(step, moment, moment, wall)
                 out.extend(self.windows.add(step, now))
-        self.exporter.add_logs(logs)
+                if (
+                    self._ledger is not None
+                    and entry is not None
+                    and self.windows.is_open(step.trace_id)
+                ):
+                    self._ledger.touched(step.trace_id, entry.segment)
+            except Exception:
+                self.stats.processing_errors += 1
+                log.exception("analysing a log record failed")
+        if not stored:
+            # Log records carry no id: the exporter looks every one up before writing.
+            self.exporter.add_logs(logs)
         self._emit(out)
 
+    def _place_in_time(self, step: Step, start_ns: int, end_ns: int, wall_ns: int) -> None:
+        """Count impossible times and clocks far off. The span is stored as sent and its step
+        keeps its times: the run's window orders steps by start time only within the grace
+        period, so a skewed step is released with the others and holds nothing back (and
+        offline analysis of old files keeps their order)."""
+        if end_ns < start_ns:
+            self.stats.spans_end_before_start += 1
+        skew = self._skew_ns
+        if abs(start_ns - wall_ns) > skew or abs(end_ns - wall_ns) > skew:
+            self.stats.clock_skew += 1
+
     def tick(self, now: float) -> None:
-        self._emit(self.windows.tick(now))
+        self._emit(self._guarded(lambda: self.windows.tick(now)))
+        self._relieve_spool()
         try:
-            self.exporter.flush(now)
-        except Exception:
-            # Rows stay buffered and are written at the next flush.
+            if self.exporter.flush(now):
+                self._confirm()
+        except Exception as exc:
+            # Rows stay buffered (and the requests in the spool) and are written later.
             self.stats.export_errors += 1
-            log.exception("writing to the store failed; will retry")
+            log.error("writing to the store failed (%s); will retry with backoff", exc)
         for stage in self._after_export:
             try:
                 stage(now, False)
             except Exception:
                 log.exception("a stage after export failed; it runs again at the next tick")
 
+    def _confirm(self) -> None:
+        self._unverified.clear()
+        if self._ledger is not None:
+            self._ledger.confirm()
+
+    def _relieve_spool(self) -> None:
+        """Past its share of the spool, close the runs that alone hold its oldest segment, so
+        a few endless runs cannot fill the spool and make every sender wait."""
+        spool, ledger = self.spool, self._ledger
+        if spool is None or ledger is None or self.exporter.failing:
+            return
+        threshold = (
+            self.config.durability.max_spool_bytes * self.config.durability.run_eviction_ratio
+        )
+        if spool.bytes <= threshold:
+            return
+        oldest = spool.oldest_held()
+        if oldest is None:
+            return
+        runs = ledger.runs_holding(oldest)
+        if runs and spool.refs(oldest) == len(runs):
+            self.stats.runs_closed_for_spool += len(runs)
+            self._emit(self._guarded(lambda: self.windows.close_runs(runs, "spool_full")))
+
+    def _guarded(self, produce: Callable[[], WindowOutput]) -> WindowOutput:
+        try:
+            return produce()
+        except Exception:
+            self.stats.processing_errors += 1
+            log.exception("closing runs failed")
+            return WindowOutput()
+
     def close_all(self, reason: str = "end_of_input") -> None:
         """Close every open run; `reason` is recorded for runs nothing else closed."""
         self._emit(self.windows.close_all(reason))
 
     def _emit(self, out: WindowOutput) -> None:
+        if self._ledger is not None:
+            for signature in out.signatures:
+                self._ledger.closed(signature.trace_id)
         if self.judge is not None:
             for transcript in out.transcripts:
                 self.judge.offer(transcript)
@@ -273,9 +630,11 @@ class Pipeline:
 
     def health(self) -> dict[str, Any]:
         w = self.windows.stats
-        return {
+        status: dict[str, Any] = {
             "queue_items": self._queued_items,
             "queue_max_items": self.config.pipeline.queue_max_items,
+            "queue_bytes": self._queued_bytes,
+            "queue_max_bytes": self.config.pipeline.queue_max_bytes,
             "active_runs": self.windows.active_runs,
             "pipeline": {
                 **vars(self.stats),
@@ -293,4 +652,26 @@ class Pipeline:
                 "steps_trimmed": w.steps_trimmed,
                 "pending_overflow": w.pending_overflow,
             },
+            "limits": dict(self.limits.stats),
+            "redaction": dict(self.redactor.stats),
+            "durability": {"mode": self.config.durability.mode},
         }
+        if self.spool is not None:
+            status["durability"].update(self.spool.health())
+        return status
+
+
+def _decode(kind: RecordKind, payload: bytes, depth: int) -> _Batch:
+    if kind in (RecordKind.TRACES_PROTOBUF, RecordKind.TRACES_JSON):
+        request = (
+            parse_trace_request(payload)
+            if kind is RecordKind.TRACES_PROTOBUF
+            else parse_trace_json(payload)
+        )
+        return _Batch("spans", decode_spans(request, max_value_depth=depth).records)
+    logs_request = (
+        parse_logs_request(payload)
+        if kind is RecordKind.LOGS_PROTOBUF
+        else parse_logs_json(payload)
+    )
+    return _Batch("logs", decode_logs(logs_request, max_value_depth=depth).records)

@@ -15,7 +15,14 @@ from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
+from collector.security import (
+    grpc_server_credentials,
+    is_loopback,
+    load_token,
+    server_ssl_context,
+)
 from collector.split_runs import SplitRunMerger
+from collector.spool import Spool
 from collector.store import Store, StoreError, migrate, open_store, schema_status
 
 log = logging.getLogger(__name__)
@@ -37,9 +44,16 @@ def prepare_store(store: Store, config: Config) -> None:
 
 
 class Service:
+    """`store` replaces the embedded store (a ClickHouse server adapter, or a test's wrapper
+    that fails on demand)."""
+
     def __init__(self, config: Config, store: Store | None = None) -> None:
         config.validate()
         self.config = config
+        # Read before anything starts, so a bad token file or certificate stops the start.
+        self.auth_token = load_token(config.security.auth)
+        self.ssl_context = server_ssl_context(config.security.tls)
+        self.grpc_credentials = grpc_server_credentials(config.security.tls)
         storage = config.storage
         self.store: Store = store or open_store(storage)
         prepare_store(self.store, config)
@@ -48,8 +62,23 @@ class Service:
             storage.batch_max_rows,
             storage.flush_interval_s,
             RetryPolicy.of(storage),
+            max_buffered_rows=storage.max_buffered_rows,
+            retry_initial_s=storage.retry_initial_s,
+            retry_max_s=storage.retry_max_s,
         )
-        self.pipeline = Pipeline(config, self.exporter)
+        self.spool: Spool | None = None
+        recovered = None
+        durability = config.durability
+        if durability.mode == "durable":
+            self.spool = Spool(
+                config.spool_dir(),
+                durability.max_spool_bytes,
+                durability.segment_bytes,
+                fsync=durability.fsync == "group",
+                group_commit_s=durability.group_commit_ms / 1000.0,
+            )
+            recovered = self.spool.open()
+        self.pipeline = Pipeline(config, self.exporter, spool=self.spool, recovered=recovered)
         self.split_runs: SplitRunMerger | None = None
         if config.sharding.merge_split_runs:
             self.split_runs = SplitRunMerger(self.store, config, self.exporter)
@@ -72,7 +101,10 @@ class Service:
                 max_message_bytes=receivers.grpc.max_message_bytes,
                 max_workers=receivers.grpc.max_workers,
                 max_value_depth=receivers.max_value_depth,
+                credentials=self.grpc_credentials,
+                auth_token=self.auth_token,
             )
+            self._warn_if_exposed("receivers.grpc.endpoint", host)
             self.grpc.start()
         if receivers.http.enabled:
             host, port = parse_endpoint(receivers.http.endpoint, "receivers.http.endpoint")
@@ -83,14 +115,39 @@ class Service:
                 max_value_depth=receivers.max_value_depth,
                 socket_timeout_s=receivers.http.socket_timeout_s,
                 health_check=lambda: (200, json.dumps(self.health())),
+                ssl_context=self.ssl_context,
+                auth_token=self.auth_token,
+                health_open=self.config.security.auth.health_open,
                 metrics=lambda: exposition(self.metrics_registry),
             )
+            self._warn_if_exposed("receivers.http.endpoint", host)
             self.http.start()
         if self.config.telemetry.metrics_endpoint:
             host, port = parse_endpoint(
                 self.config.telemetry.metrics_endpoint, "telemetry.metrics_endpoint"
             )
             self.metrics_server = MetricsServer(self.metrics_registry, host, port)
+
+    def _warn_if_exposed(self, key: str, host: str) -> None:
+        if is_loopback(host):
+            return
+        missing = [
+            what
+            for what, present in (
+                ("TLS (security.tls)", self.ssl_context is not None),
+                ("a bearer token (security.auth)", bool(self.auth_token)),
+            )
+            if not present
+        ]
+        if missing:
+            log.warning(
+                "%s listens on %s, beyond this machine, without %s: anyone who can reach it "
+                "can send telemetry%s",
+                key,
+                host,
+                " or ".join(missing),
+                "" if self.ssl_context else " and read what is sent in the clear",
+            )
 
     @property
     def grpc_port(self) -> int:
@@ -112,6 +169,9 @@ class Service:
             "batches_written": exporter.batches_written,
             "write_errors_by_table": dict(exporter.write_errors_by_table),
             "write_seconds": exporter.write_seconds.snapshot(),
+            "duplicates_dropped": exporter.duplicates_dropped,
+            "rows_unwritable": exporter.rows_unwritable,
+            "max_buffered_rows": self.exporter.max_buffered_rows,
         }
         if self.split_runs:
             status["sharding"] = self.split_runs.health()
@@ -133,6 +193,8 @@ class Service:
         if self.metrics_server:
             self.metrics_server.shutdown()
         self.pipeline.stop()
+        if self.spool is not None:
+            self.spool.close()
         self.store.close()
 
     def on_output(self, listener: Callable[..., None]) -> None:

@@ -98,7 +98,9 @@ class Store(Protocol):
 
 
 def _parse_rows(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line]
+    # JSONEachRow ends rows with "\n" only; str.splitlines would also split inside values
+    # holding other line breaks ("\x1c", "\u2028"), which ClickHouse leaves unescaped.
+    return [json.loads(line) for line in text.split("\n") if line]
 
 
 def _insert_settings(dedup_token: str, cluster: str) -> dict[str, Any]:

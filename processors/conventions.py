@@ -90,6 +90,12 @@ RUN_ATTRIBUTE_TYPES: dict[str, type] = {
     RUN_END: bool,
 }
 
+# Written by the collector on a span it had to cut (limits.*): how many attributes, events or
+# links past the configured count were dropped.
+DROPPED_ATTRIBUTES = "mast.dropped.attributes"
+DROPPED_EVENTS = "mast.dropped.events"
+DROPPED_LINKS = "mast.dropped.links"
+
 RUN_ATTRIBUTES: frozenset[str] = frozenset(
     {
         TASK_DESCRIPTION,

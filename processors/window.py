@@ -366,6 +366,43 @@ class RunWindows:
             out.extend(self._close(run, "idle"))
         return out
 
+    def is_open(self, trace_id: str) -> bool:
+        return trace_id in self._runs
+
+    def seen(self, trace_id: str, span_id: str) -> bool:
+        """Whether this open run already has this span (a duplicate delivery)."""
+        run = self._runs.get(trace_id)
+        return run is not None and span_id in run.span_ids
+
+    def is_closed(self, trace_id: str) -> bool:
+        """Whether this run was closed recently (its late spans are not analysed)."""
+        return trace_id in self._closed
+
+    def mark_closed(self, trace_id: str) -> None:
+        """Remember a run as closed without having seen it (closed by an earlier process)."""
+        if trace_id not in self._runs:
+            self._closed[trace_id] = None
+            if len(self._closed) > self.config.closed_runs_remembered:
+                self._closed.popitem(last=False)
+
+    def close_runs(self, trace_ids: Iterable[str], reason: str) -> WindowOutput:
+        """Close these runs now, analysed as at any close (e.g. to free what they hold)."""
+        out = WindowOutput()
+        for trace_id in trace_ids:
+            run = self._runs.get(trace_id)
+            if run is not None:
+                out.extend(self._close(run, reason))
+        return out
+
+    def close_finished(self) -> WindowOutput:
+        """Close the runs whose end has been seen (root span or explicit end) without waiting
+        out their grace period; runs still in progress stay open."""
+        out = WindowOutput()
+        for run in list(self._runs.values()):
+            if run.close_at is not None:
+                out.extend(self._close(run, run.closed_by))
+        return out
+
     def close_all(self, reason: str = "shutdown") -> WindowOutput:
         """Close every open run (at shutdown, or at the end of an offline analysis)."""
         out = WindowOutput()

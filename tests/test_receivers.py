@@ -79,10 +79,10 @@ class RecordingConsumer:
             target.extend(items)
         return Accepted(rejected=self.rejected, message=self.message)
 
-    def consume_spans(self, spans: list[SpanRecord]) -> Accepted:
+    def consume_spans(self, spans: list[SpanRecord], raw: Any = None) -> Accepted:
         return self._take(self.spans, spans)
 
-    def consume_logs(self, logs: list[LogRecord]) -> Accepted:
+    def consume_logs(self, logs: list[LogRecord], raw: Any = None) -> Accepted:
         return self._take(self.logs, logs)
 
 

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from collector.config import Config
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
 from collector.service import Service
@@ -91,7 +92,10 @@ def test_receiver_and_pipeline_counts_match_the_traffic(scraped):
     assert value(families, "mast_otel_receiver_refused_total") == 0
     assert value(families, "mast_otel_runs_opened_total") == 5 * 6
     assert value(families, "mast_otel_runs_closed_total", reason="root_ended") == 5 * 6
-    assert value(families, "mast_otel_pipeline_queue_capacity_items") == 200_000
+    assert (
+        value(families, "mast_otel_pipeline_queue_capacity_items")
+        == Config().pipeline.queue_max_items
+    )
 
 
 def test_findings_by_mode_and_fatality(scraped):

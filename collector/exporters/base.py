@@ -10,9 +10,16 @@ from processors.records import LogRecord, SpanRecord
 
 class Exporter(Protocol):
     """Takes records and results as the pipeline produces them. `flush` is called regularly
-    with `force=False` (write if a batch is due) and at shutdown with `force=True`."""
+    with `force=False` (write if a batch is due) and at shutdown with `force=True`; it returns
+    True once everything handed over is stored. `full` asks the pipeline to hold off."""
 
-    def add_spans(self, spans: list[SpanRecord]) -> None: ...
+    @property
+    def full(self) -> bool: ...
+
+    @property
+    def failing(self) -> bool: ...
+
+    def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None: ...
 
     def add_logs(self, logs: list[LogRecord]) -> None: ...
 
@@ -22,7 +29,7 @@ class Exporter(Protocol):
 
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None: ...
 
-    def flush(self, now: float, force: bool = False) -> None: ...
+    def flush(self, now: float, force: bool = False) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -37,7 +44,10 @@ class MemoryExporter:
         self.signatures: list[RunSignature] = []
         self.outcomes: list[OutcomeUpdate] = []
 
-    def add_spans(self, spans: list[SpanRecord]) -> None:
+    full = False
+    failing = False
+
+    def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None:
         self.spans.extend(spans)
 
     def add_logs(self, logs: list[LogRecord]) -> None:
@@ -52,8 +62,8 @@ class MemoryExporter:
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
         self.outcomes.extend(outcomes)
 
-    def flush(self, now: float, force: bool = False) -> None:
-        return None
+    def flush(self, now: float, force: bool = False) -> bool:
+        return True
 
     def close(self) -> None:
         return None

@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import random
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -126,6 +128,25 @@ class ExporterStats:
     # Failed writes by table, and how long each write took (failed ones included).
     write_errors_by_table: dict[str, int] = field(default_factory=dict)
     write_seconds: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # Spans and log records not written because the store (or the same batch) had them.
+    duplicates_dropped: int = 0
+    # Rows that could not be encoded for the store (each logged with its ids), dropped so
+    # one bad row cannot block every row behind it.
+    rows_unwritable: int = 0
+    store_checks: int = 0
+
+
+# ClickHouse refuses an insert touching more than 100 partitions (max_partitions_per_insert_
+# block); tables are partitioned by day (or month), so a batch spread over more days than this
+# is written in several inserts.
+_MAX_DAYS_PER_INSERT = 90
+_DAY_NS = 86_400 * 1_000_000_000
+# Trace ids per existence query: keeps the statement well under max_query_size.
+_IDS_PER_QUERY = 2_000
+# Candidate spans further apart than this in time are looked up by separate queries, so one
+# span with a wild clock does not make the lookup scan the whole table.
+_CLUSTER_GAP_NS = 3_600 * 1_000_000_000
+_HEX_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
@@ -177,16 +198,20 @@ def insert_with_retry(
             sleep(delays[attempt])
 
 
-@dataclass
-class _Sealed:
-    """A batch built for writing: its rows are fixed, and so is its token."""
-
-    table: pa.Table
-    rows: int
-    token: str
-
-
 class ClickHouseExporter:
+    """Buffers rows per table and writes them in columnar batches.
+
+    Nothing is lost on a failed write: rows stay buffered and the write is retried with
+    exponential backoff (`retry_initial_s` doubling up to `retry_max_s`). `full` tells the
+    pipeline to stop taking batches once `max_buffered_rows` are waiting, which makes
+    receivers refuse with a retryable status instead of growing memory without bound.
+
+    Spans flagged for checking (those that may already be in the store: replayed after a
+    crash, re-sent by a sender, or buffered across a failed write) are looked up by
+    (TraceId, SpanId) before writing, and log records always are (they carry no id), so a
+    retried or replayed request is stored once.
+    """
+
     def __init__(
         self,
         store: Store,
@@ -194,36 +219,56 @@ class ClickHouseExporter:
         flush_interval_s: float,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        *,
+        max_buffered_rows: int = 50_000,
+        retry_initial_s: float = 0.5,
+        retry_max_s: float = 30.0,
     ) -> None:
         self.store = store
         self.batch_max_rows = batch_max_rows
         self.flush_interval_s = flush_interval_s
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
+        self.max_buffered_rows = max_buffered_rows
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_s = retry_max_s
         self._spans: list[SpanRecord] = []
+        self._span_checks: list[bool] = []
         self._logs: list[LogRecord] = []
         self._findings: list[Finding] = []
         self._signatures: list[RunSignature] = []
-        # Batches built but not yet written (a write failed): retried first, unchanged.
-        self._sealed: dict[str, _Sealed] = {}
         self._outcomes: list[OutcomeUpdate] = []
         self._last_flush = time.monotonic()
+        self._failures = 0
+        self._retry_at = 0.0
         self.stats = ExporterStats()
 
     @property
     def buffered_rows(self) -> int:
-        sealed = sum(b.rows for b in self._sealed.values())
         return (
             len(self._spans)
             + len(self._logs)
             + len(self._findings)
             + len(self._signatures)
             + len(self._outcomes)
-            + sealed
         )
 
-    def add_spans(self, spans: list[SpanRecord]) -> None:
+    @property
+    def full(self) -> bool:
+        """Past `max_buffered_rows`: take no more until the store catches up."""
+        return self.buffered_rows >= self.max_buffered_rows
+
+    @property
+    def failing(self) -> bool:
+        return self._failures > 0
+
+    def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None:
+        """Buffer spans; `check` (one flag, or one per span) asks for a store lookup first."""
         self._spans.extend(spans)
+        if isinstance(check, bool):
+            self._span_checks.extend([check] * len(spans))
+        else:
+            self._span_checks.extend(check)
 
     def add_logs(self, logs: list[LogRecord]) -> None:
         self._logs.extend(logs)
@@ -237,49 +282,38 @@ class ClickHouseExporter:
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
         self._outcomes.extend(outcomes)
 
-    def flush(self, now: float, force: bool = False) -> None:
+    def flush(self, now: float, force: bool = False) -> bool:
+        """Write what is due. Returns True when nothing is left buffered (everything handed
+        over so far is in the store), False when rows wait for a later flush; raises when the
+        store failed (rows stay buffered, the next attempt waits for the backoff)."""
+        if not self.buffered_rows:
+            return True
+        if not force and now < self._retry_at:
+            return False
         due = now - self._last_flush >= self.flush_interval_s
         if not (force or due or self.buffered_rows >= self.batch_max_rows):
-            return
+            return False
         self._last_flush = now
-        # Spans first: a finding or signature should never point at spans not yet stored.
-        batches: tuple[tuple[str, list[Any], Callable[[list[Any]], pa.Table]], ...] = (
-            ("otel_traces", self._spans, spans_table),
-            ("otel_logs", self._logs, logs_table),
-            ("mast_findings", self._findings, findings_table),
-            ("mast_signatures", self._signatures, signatures_table),
-        )
-        for name, rows, build in batches:
-            if name not in self._sealed:
-                if not rows:
-                    continue
-                self._sealed[name] = _Sealed(build(rows), len(rows), uuid.uuid4().hex)
-                rows.clear()
-            sealed = self._sealed[name]
-            started = time.perf_counter()
-            try:
-                insert_with_retry(
-                    self.store,
-                    name,
-                    sealed.table,
-                    sealed.token,
-                    self.retry,
-                    self._sleep,
-                    on_retry=self._count_retry,
-                )
-            except Exception:
-                self.stats.write_errors += 1
-                errors = self.stats.write_errors_by_table
-                errors[name] = errors.get(name, 0) + 1
-                self.stats.write_seconds.observe(time.perf_counter() - started)
-                raise
-            del self._sealed[name]
-            self.stats.last_write_seconds = time.perf_counter() - started
-            self.stats.write_seconds.observe(self.stats.last_write_seconds)
-            self.stats.batches_written += 1
-            self.stats.rows_written[name] = self.stats.rows_written.get(name, 0) + sealed.rows
-        # After the signatures: an outcome rewrites the stored signature of its run.
-        self._write_outcomes()
+        try:
+            # Spans first: a finding or signature should never point at spans not yet stored.
+            self._write_spans()
+            self._write_logs()
+            self._write_rows("mast_findings", self._findings, findings_table, _finding_day)
+            self._write_rows("mast_signatures", self._signatures, signatures_table, _signature_day)
+            # After the signatures: an outcome rewrites the stored signature of its run.
+            self._write_outcomes()
+        except Exception:
+            self.stats.write_errors += 1
+            self._failures += 1
+            delay = min(self.retry_max_s, self.retry_initial_s * 2 ** (self._failures - 1))
+            self._retry_at = now + delay * random.uniform(0.8, 1.0)
+            # A write reported failed may still have landed (a server that timed out after
+            # committing): check every buffered span before writing it again.
+            self._span_checks = [True] * len(self._spans)
+            raise
+        self._failures = 0
+        self._retry_at = 0.0
+        return not self.buffered_rows
 
     def _write_outcomes(self) -> None:
         # Imported here: signature versioning builds its rows with this module's tables.
@@ -305,6 +339,244 @@ class ClickHouseExporter:
 
     def close(self) -> None:
         self.flush(time.monotonic(), force=True)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _write_spans(self) -> None:
+        if not self._spans:
+            return
+        spans, checks = self._spans, self._span_checks
+        seen: set[tuple[str, str]] = set()
+        unique: list[SpanRecord] = []
+        unique_checks: list[bool] = []
+        for span, check in zip(spans, checks, strict=True):
+            key = (span.trace_id, span.span_id)
+            if key in seen:
+                self.stats.duplicates_dropped += 1
+                continue
+            seen.add(key)
+            unique.append(span)
+            unique_checks.append(check)
+        candidates = [s for s, check in zip(unique, unique_checks, strict=True) if check]
+        if candidates:
+            stored = existing_spans(self.store, candidates)
+            self.stats.store_checks += 1
+            if stored:
+                before = len(unique)
+                unique = [s for s in unique if (s.trace_id, s.span_id) not in stored]
+                self.stats.duplicates_dropped += before - len(unique)
+        # What is left is checked and unique: if a later chunk fails, only the unwritten
+        # rows stay buffered, still flagged for checking.
+        self._spans, self._span_checks = unique, [True] * len(unique)
+        self._write_rows("otel_traces", self._spans, spans_table, _span_day)
+        self._span_checks = [True] * len(self._spans)
+
+    def _write_logs(self) -> None:
+        if not self._logs:
+            return
+        seen: set[tuple[Any, ...]] = set()
+        unique: list[LogRecord] = []
+        for record in self._logs:
+            key = log_key(record)
+            if key in seen:
+                self.stats.duplicates_dropped += 1
+                continue
+            seen.add(key)
+            unique.append(record)
+        stored = existing_logs(self.store, unique)
+        self.stats.store_checks += 1
+        if stored:
+            before = len(unique)
+            unique = [r for r in unique if log_key(r) not in stored]
+            self.stats.duplicates_dropped += before - len(unique)
+        self._logs = unique
+        self._write_rows("otel_logs", self._logs, logs_table, _log_day)
+
+    def _write_rows(
+        self,
+        table: str,
+        rows: list[Any],
+        build: Callable[[list[Any]], pa.Table],
+        day_of: Callable[[Any], int],
+    ) -> None:
+        """Write `rows` (a buffer, emptied as its rows are written) in as few inserts as the
+        partition limit allows."""
+        if not rows:
+            return
+        for chunk in _by_partition(rows, day_of):
+            data, good = self._encode(table, chunk, build)
+            started = time.perf_counter()
+            if data is not None:
+                try:
+                    # Transient errors are retried at once with the same deduplication token;
+                    # past the attempts, the rows stay buffered for a later flush (with backoff
+                    # and a store lookup, since a write reported failed may have landed).
+                    insert_with_retry(
+                        self.store,
+                        table,
+                        data,
+                        uuid.uuid4().hex,
+                        self.retry,
+                        self._sleep,
+                        on_retry=self._count_retry,
+                    )
+                except Exception:
+                    errors = self.stats.write_errors_by_table
+                    errors[table] = errors.get(table, 0) + 1
+                    self.stats.write_seconds.observe(time.perf_counter() - started)
+                    raise
+            self.stats.last_write_seconds = time.perf_counter() - started
+            self.stats.write_seconds.observe(self.stats.last_write_seconds)
+            self.stats.batches_written += 1
+            self.stats.rows_written[table] = self.stats.rows_written.get(table, 0) + good
+            written = {id(row) for row in chunk}
+            rows[:] = [row for row in rows if id(row) not in written]
+
+    def _encode(
+        self, table: str, rows: list[Any], build: Callable[[list[Any]], pa.Table]
+    ) -> tuple[pa.Table | None, int]:
+        """The Arrow batch for `rows`; a row that cannot be encoded is dropped (logged with
+        its ids, counted) so it cannot hold back the rows around it."""
+        try:
+            return build(rows), len(rows)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            pass
+        good = []
+        for row in rows:
+            try:
+                build([row])
+            except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+                self.stats.rows_unwritable += 1
+                log.error(
+                    "dropping a %s row that cannot be encoded (trace %s, span %s): %s",
+                    table,
+                    getattr(row, "trace_id", ""),
+                    getattr(row, "span_id", ""),
+                    exc,
+                )
+            else:
+                good.append(row)
+        return (build(good) if good else None), len(good)
+
+
+def _by_partition(rows: list[Any], day_of: Callable[[Any], int]) -> list[list[Any]]:
+    days: dict[int, list[Any]] = {}
+    for row in rows:
+        days.setdefault(day_of(row), []).append(row)
+    if len(days) <= _MAX_DAYS_PER_INSERT:
+        return [rows]
+    ordered = sorted(days)
+    return [
+        [row for day in ordered[i : i + _MAX_DAYS_PER_INSERT] for row in days[day]]
+        for i in range(0, len(ordered), _MAX_DAYS_PER_INSERT)
+    ]
+
+
+def _span_day(span: SpanRecord) -> int:
+    return span.start_ns // _DAY_NS
+
+
+def _log_day(record: LogRecord) -> int:
+    return (record.time_ns or record.observed_time_ns) // _DAY_NS
+
+
+def _finding_day(finding: Finding) -> int:
+    return finding.time_ns // _DAY_NS
+
+
+def _signature_day(signature: RunSignature) -> int:
+    return signature.start_ns // _DAY_NS
+
+
+def existing_spans(store: Store, candidates: list[SpanRecord]) -> set[tuple[str, str]]:
+    """(TraceId, SpanId) of the candidates already in the store. Looked up by trace id within
+    the candidates' time range (clusters of it), which the table's bloom filter and partitions
+    make cheap."""
+    found: set[tuple[str, str]] = set()
+    wanted = {(s.trace_id, s.span_id) for s in candidates}
+    ordered = sorted(candidates, key=lambda s: s.start_ns)
+    clusters: list[list[SpanRecord]] = [[]]
+    for span in ordered:
+        if clusters[-1] and span.start_ns - clusters[-1][-1].start_ns > _CLUSTER_GAP_NS:
+            clusters.append([])
+        clusters[-1].append(span)
+    for cluster in clusters:
+        traces = sorted({s.trace_id for s in cluster if _HEX_ID.match(s.trace_id)})
+        low, high = cluster[0].start_ns, cluster[-1].start_ns
+        for i in range(0, len(traces), _IDS_PER_QUERY):
+            listed = ",".join(f"'{t}'" for t in traces[i : i + _IDS_PER_QUERY])
+            rows = store.query(
+                f"SELECT TraceId AS t, SpanId AS s FROM {store.database}.otel_traces "
+                f"WHERE Timestamp >= fromUnixTimestamp64Nano(toInt64({low})) "
+                f"AND Timestamp <= fromUnixTimestamp64Nano(toInt64({high})) "
+                f"AND TraceId IN ({listed})"
+            )
+            for row in rows:
+                key = (row["t"], row["s"])
+                if key in wanted:
+                    found.add(key)
+    return found
+
+
+def log_key(record: LogRecord) -> tuple[Any, ...]:
+    """What identifies a log record (OTLP logs carry no id): its time, source, trace context,
+    event, body and attributes, as stored."""
+    return (
+        record.service_name,
+        record.time_ns or record.observed_time_ns,
+        record.trace_id,
+        record.span_id,
+        record.event_name,
+        attr_to_str(record.body),
+        tuple(sorted(_str_map(record.attributes))),
+    )
+
+
+def existing_logs(store: Store, records: list[LogRecord]) -> set[tuple[Any, ...]]:
+    """Keys of the records already in the store, looked up by service and time (the table's
+    primary key)."""
+    if not records:
+        return set()
+    wanted = {log_key(r) for r in records}
+    found: set[tuple[Any, ...]] = set()
+    services = sorted({r.service_name for r in records})
+    times = sorted(r.time_ns or r.observed_time_ns for r in records)
+    clusters: list[list[int]] = [[]]
+    for t in times:
+        if clusters[-1] and t - clusters[-1][-1] > _CLUSTER_GAP_NS:
+            clusters.append([])
+        clusters[-1].append(t)
+    listed = ",".join(_sql_string(s) for s in services)
+    # Service names are sender-controlled: a huge one must not push the statement past the
+    # server's max_query_size (the time range alone still finds the rows).
+    where_service = f"ServiceName IN ({listed}) AND " if len(listed) < 32_768 else ""
+    for cluster in clusters:
+        rows = store.query(
+            f"SELECT ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS ts, "
+            f"TraceId AS trace_id, SpanId AS span_id, EventName AS event, Body AS body, "
+            f"LogAttributes AS attributes FROM {store.database}.otel_logs "
+            f"WHERE {where_service}"
+            f"Timestamp >= fromUnixTimestamp64Nano(toInt64({cluster[0]})) "
+            f"AND Timestamp <= fromUnixTimestamp64Nano(toInt64({cluster[-1]}))"
+        )
+        for row in rows:
+            key = (
+                row["service"],
+                int(row["ts"]),
+                row["trace_id"],
+                row["span_id"],
+                row["event"],
+                row["body"],
+                tuple(sorted(row["attributes"].items())),
+            )
+            if key in wanted:
+                found.add(key)
+    return found
+
+
+def _sql_string(value: str) -> str:
+    """A ClickHouse string literal (quotes and backslashes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def spans_table(spans: list[SpanRecord]) -> pa.Table:

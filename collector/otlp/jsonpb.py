@@ -129,7 +129,9 @@ def _parse_dict(doc: Any, message: Any, what: str) -> None:
         json_format.ParseDict(doc, message, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise OtlpDecodeError(_shorten(f"invalid OTLP/JSON {what}: {exc}")) from exc
-    except (TypeError, ValueError, AttributeError, RecursionError) as exc:
+    except (TypeError, ValueError, AttributeError, RecursionError, SystemError) as exc:
+        # SystemError: upb reports text it cannot encode (a lone surrogate such as "\ud800"
+        # in a key) this way.
         raise OtlpDecodeError(_shorten(f"invalid OTLP/JSON {what}: {exc}")) from exc
 
 

@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.consumer import Accepted, Refused, TelemetryConsumer
+from collector.consumer import Accepted, RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, decode_logs, decode_spans
 
 
@@ -35,6 +35,7 @@ class ReceiverStats:
         "decode_errors",
         "internal_errors",
         "requests_refused",
+        "unauthenticated",
     )
 
     def __init__(self) -> None:
@@ -69,14 +70,30 @@ def _merge(
     return ExportOutcome(rejected=result_rejected + accepted.rejected, message="; ".join(messages))
 
 
+def check_room(consumer: TelemetryConsumer, request_bytes: int, stats: ReceiverStats) -> None:
+    """Ask a consumer that can tell (the pipeline's `check_room`) whether it has room, before
+    spending anything on parsing: under overload a refusal then costs next to nothing.
+    Raises `Refused` (counted)."""
+    check = getattr(consumer, "check_room", None)
+    if check is None:
+        return
+    try:
+        check(request_bytes)
+    except Refused:
+        stats.add("requests_refused")
+        raise
+
+
 def deliver_spans(
     consumer: TelemetryConsumer,
     request: ExportTraceServiceRequest,
     stats: ReceiverStats,
     *,
     max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+    raw: RawRequest | None = None,
 ) -> ExportOutcome:
-    """Decode a trace request and hand it to the consumer, counting the result.
+    """Decode a trace request and hand it to the consumer, counting the result. `raw` is the
+    body it was parsed from, which a durable consumer writes ahead before acknowledging.
 
     Raises `Refused` (after counting) so each transport can map it to its retryable status.
     """
@@ -86,7 +103,7 @@ def deliver_spans(
         accepted = Accepted()
     else:
         try:
-            accepted = consumer.consume_spans(result.records)
+            accepted = consumer.consume_spans(result.records, raw)
         except Refused:
             stats.add("requests_refused")
             stats.add("spans_refused", len(result.records) + result.rejected)
@@ -103,6 +120,7 @@ def deliver_logs(
     stats: ReceiverStats,
     *,
     max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+    raw: RawRequest | None = None,
 ) -> ExportOutcome:
     """Decode a logs request and hand it to the consumer; see `deliver_spans`."""
     stats.add("log_requests")
@@ -111,7 +129,7 @@ def deliver_logs(
         accepted = Accepted()
     else:
         try:
-            accepted = consumer.consume_logs(result.records)
+            accepted = consumer.consume_logs(result.records, raw)
         except Refused:
             stats.add("requests_refused")
             stats.add("logs_refused", len(result.records))

@@ -27,7 +27,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.consumer import Refused, TelemetryConsumer
+from collector.consumer import RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
     OtlpDecodeError,
@@ -37,11 +37,13 @@ from collector.otlp.decode import (
 from collector.receivers.delivery import (
     ExportOutcome,
     ReceiverStats,
+    check_room,
     deliver_logs,
     deliver_spans,
     logs_response,
     trace_response,
 )
+from collector.security import BearerTokenInterceptor
 
 __all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcReceiver", "retry_trailing_metadata"]
 
@@ -98,6 +100,8 @@ class GrpcReceiver:
         max_workers: int = 4,
         *,
         max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
+        credentials: grpc.ServerCredentials | None = None,
+        auth_token: str | None = None,
     ) -> None:
         if max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
@@ -108,6 +112,8 @@ class GrpcReceiver:
         self._max_message_bytes = max_message_bytes
         self._max_workers = max_workers
         self._max_value_depth = max_value_depth
+        self._credentials = credentials
+        self._auth_token = auth_token
         self._stats = ReceiverStats()
         self._lock = threading.Lock()
         self._server: grpc.Server | None = None
@@ -134,8 +140,18 @@ class GrpcReceiver:
             executor = futures.ThreadPoolExecutor(
                 max_workers=self._max_workers, thread_name_prefix="otlp-grpc"
             )
+            interceptors = (
+                [
+                    BearerTokenInterceptor(
+                        self._auth_token, lambda: self._stats.add("unauthenticated")
+                    )
+                ]
+                if self._auth_token
+                else []
+            )
             server = grpc.server(
                 executor,
+                interceptors=interceptors,
                 options=[
                     ("grpc.max_receive_message_length", self._max_message_bytes),
                     # Without this grpcio lets a second process bind the same port silently.
@@ -156,7 +172,10 @@ class GrpcReceiver:
             )
             target = _grpc_target(self._endpoint)
             try:
-                port = server.add_insecure_port(target)
+                if self._credentials is not None:
+                    port = server.add_secure_port(target, self._credentials)
+                else:
+                    port = server.add_insecure_port(target)
             except RuntimeError as exc:
                 executor.shutdown(wait=False)
                 raise RuntimeError(f"cannot bind OTLP/gRPC receiver to {target}: {exc}") from exc
@@ -167,7 +186,13 @@ class GrpcReceiver:
             self._server = server
             self._executor = executor
             self._port = port
-            log.info("OTLP/gRPC receiver listening on %s (port %d)", target, port)
+            log.info(
+                "OTLP/gRPC receiver listening on %s (port %d%s%s)",
+                target,
+                port,
+                ", TLS" if self._credentials is not None else "",
+                ", bearer token required" if self._auth_token else "",
+            )
 
     def shutdown(self, grace_s: float = 5.0) -> None:
         """Stop accepting RPCs and give in-flight ones up to `grace_s` seconds to finish."""
@@ -204,6 +229,7 @@ class GrpcReceiver:
         trailing: Sequence[tuple[str, bytes]] = ()
         outcome = ExportOutcome()
         try:
+            check_room(self._consumer, len(data), self._stats)
             outcome = deliver(parse(data))
         except OtlpDecodeError as exc:
             self._stats.add("decode_errors")
@@ -230,7 +256,11 @@ class GrpcReceiver:
             context,
             parse_trace_request,
             lambda request: deliver_spans(
-                self._consumer, request, self._stats, max_value_depth=self._max_value_depth
+                self._consumer,
+                request,
+                self._stats,
+                max_value_depth=self._max_value_depth,
+                raw=RawRequest("traces", "protobuf", data),
             ),
         )
         return trace_response(outcome)
@@ -243,7 +273,11 @@ class GrpcReceiver:
             context,
             parse_logs_request,
             lambda request: deliver_logs(
-                self._consumer, request, self._stats, max_value_depth=self._max_value_depth
+                self._consumer,
+                request,
+                self._stats,
+                max_value_depth=self._max_value_depth,
+                raw=RawRequest("logs", "protobuf", data),
             ),
         )
         return logs_response(outcome)

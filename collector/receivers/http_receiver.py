@@ -23,11 +23,12 @@ import logging
 import re
 import socket
 import socketserver
+import ssl
 import threading
 import zlib
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from google.protobuf import json_format
@@ -35,7 +36,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from collector.consumer import Refused, TelemetryConsumer
+from collector.consumer import RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
     OtlpDecodeError,
@@ -45,12 +46,14 @@ from collector.otlp.decode import (
 from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 from collector.receivers.delivery import (
     ReceiverStats,
+    check_room,
     deliver_logs,
     deliver_spans,
     logs_response,
     retry_after_seconds,
     trace_response,
 )
+from collector.security import UNAUTHENTICATED_MESSAGE, bearer_matches
 
 __all__ = ["DEFAULT_HTTP_MAX_BODY_BYTES", "HEALTH_PATH", "HttpReceiver"]
 
@@ -69,6 +72,7 @@ _MEDIA_TYPES = {
     "application/protobuf": _PROTOBUF,
     "application/json": _JSON,
 }
+_ENCODINGS: dict[str, Literal["protobuf", "json"]] = {_PROTOBUF: "protobuf", _JSON: "json"}
 _HEX_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 # After an early response, read (and discard) at most this much of the unread body so the
 # client sees the response instead of a connection reset.
@@ -204,6 +208,10 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.receiver.socket_timeout_s)
+        if isinstance(self.connection, ssl.SSLSocket):
+            # Raises on a failed handshake (no client certificate under mutual TLS, plain
+            # HTTP on a TLS port): the server logs it at debug level and drops the connection.
+            self.connection.do_handshake()
         self._linger = False
         self._body_read = False
         self.server.track(self.connection)
@@ -227,11 +235,29 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = False
         self.server.enter()
         try:
-            action()
+            if self._authenticated():
+                action()
         except (ConnectionError, TimeoutError):
             self.close_connection = True
         finally:
             self.server.leave()
+
+    def _authenticated(self) -> bool:
+        """Every path needs the bearer token when one is set (the health check too, unless
+        configured open); answers 401 otherwise."""
+        receiver = self.server.receiver
+        token = receiver.auth_token
+        if not token:
+            return True
+        if receiver.health_open and self._path() == HEALTH_PATH:
+            return True
+        if bearer_matches(self.headers.get("Authorization"), token):
+            return True
+        receiver.stats_counter.add("unauthenticated")
+        self._plain(
+            401, UNAUTHENTICATED_MESSAGE, (("WWW-Authenticate", 'Bearer realm="mast-otel"'),)
+        )
+        return False
 
     def do_POST(self) -> None:
         self._run(self._post)
@@ -326,6 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
         stats = receiver.stats_counter
         response: Message
         try:
+            check_room(receiver.consumer, len(body), stats)
             if traces:
                 trace_request = (
                     parse_trace_json(body) if media_type == _JSON else parse_trace_request(body)
@@ -336,6 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
                         trace_request,
                         stats,
                         max_value_depth=receiver.max_value_depth,
+                        raw=RawRequest("traces", _ENCODINGS[media_type], body),
                     )
                 )
             else:
@@ -348,6 +376,7 @@ class _Handler(BaseHTTPRequestHandler):
                         logs_request,
                         stats,
                         max_value_depth=receiver.max_value_depth,
+                        raw=RawRequest("logs", _ENCODINGS[media_type], body),
                     )
                 )
         except OtlpDecodeError as exc:
@@ -538,6 +567,9 @@ class HttpReceiver:
         socket_timeout_s: float = 30.0,
         health_check: HealthCheck | None = None,
         metrics: MetricsSource | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        auth_token: str | None = None,
+        health_open: bool = False,
     ) -> None:
         if max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be positive")
@@ -550,6 +582,9 @@ class HttpReceiver:
         self.socket_timeout_s = socket_timeout_s
         self._health_check = health_check or _default_health
         self.metrics = metrics
+        self.ssl_context = ssl_context
+        self.auth_token = auth_token
+        self.health_open = health_open
         self.stats_counter = ReceiverStats()
         self._lock = threading.Lock()
         self._server: _Server | None = None
@@ -584,6 +619,12 @@ class HttpReceiver:
             host, _ = self._address
             server_class = _Server6 if ":" in host else _Server
             server = server_class(self._address, self)
+            if self.ssl_context is not None:
+                # The handshake runs on each connection's own thread (see _Handler.setup), so
+                # a slow or hostile client cannot stall the accept loop.
+                server.socket = self.ssl_context.wrap_socket(
+                    server.socket, server_side=True, do_handshake_on_connect=False
+                )
             thread = threading.Thread(
                 target=server.serve_forever,
                 kwargs={"poll_interval": 0.1},
@@ -594,7 +635,13 @@ class HttpReceiver:
             self._server = server
             self._thread = thread
             self._port = int(server.server_address[1])
-            log.info("OTLP/HTTP receiver listening on %s:%d", host or "0.0.0.0", self._port)
+            log.info(
+                "OTLP/HTTP receiver listening on %s:%d%s%s",
+                host or "0.0.0.0",
+                self._port,
+                " (TLS)" if self.ssl_context is not None else "",
+                " (bearer token required)" if self.auth_token else "",
+            )
 
     def shutdown(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let requests in progress finish for up to `grace_s` seconds, then
