@@ -19,10 +19,12 @@ from tests.test_end_to_end import loopback_config
 
 EXAMPLES = 200
 MUTANTS = 640
+# Derandomized: the same examples every run, so CI is repeatable; scripts/fuzz.py explores.
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
+    derandomize=True,
     suppress_health_check=list(HealthCheck),
 )
 
@@ -96,7 +98,11 @@ def test_receivers_and_store_survive_fuzzed_requests_over_sockets(tmp_path):
             post(signal, text, "application/json")
 
     @settings(
-        max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        max_examples=60,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
     )
     @given(requests())
     def fuzz(request):
