@@ -36,8 +36,6 @@ _CHANGE_INTENT = re.compile(
     re.IGNORECASE,
 )
 _MAX_WORDS = 50_000
-# Tool result text kept per run to check the model's observations against (a bound on memory).
-_MAX_OBSERVED_CHARS = 4_000_000
 
 
 class ReasoningAction(Detector):
@@ -56,7 +54,9 @@ class _ReasoningRun(DetectorRun):
         self.config = detector.config
         self.reasoning: dict[str, Step] = {}  # agent → its last model output before a call
         self.names: set[str] = set()  # resources the run's calls have acted on
-        self.observed = ""  # tool results so far, lower-cased, for observation checks
+        # The observation terms some tool result has shown so far (not the results: memory
+        # stays the size of the term list however long the run).
+        self.observed: set[str] = set()
         self.terms = [t.lower() for t in self.config.observation_terms]
         self.findings = 0
 
@@ -111,7 +111,7 @@ class _ReasoningRun(DetectorRun):
         else:
             self.reasoning.pop(step.agent, None)
         lowered = text.lower()
-        unsupported = [t for t in self.terms if t in lowered and t not in self.observed]
+        unsupported = [t for t in self.terms if t not in self.observed and t in lowered]
         if unsupported and not self.detector.signals.negation.search(text):
             findings.extend(
                 self._emit(
@@ -135,8 +135,7 @@ class _ReasoningRun(DetectorRun):
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets
         result = (step.tool_result or step.error).lower()
-        if len(self.observed) < _MAX_OBSERVED_CHARS:
-            self.observed += "\n" + result
+        self.observed.update(t for t in self.terms if t not in self.observed and t in result)
         return findings
 
     def _compare(
