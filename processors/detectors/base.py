@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from processors.classify import ActionClassifier
@@ -80,20 +79,6 @@ def stretch_cost(run: Run, evidence: Sequence[Step]) -> Cost:
         elif step.kind is StepKind.TOOL:
             cost.tool_calls += 1
     return cost
-
-
-def slim(step: Step) -> Step:
-    """The step without its long texts, for detectors that keep steps until the run closes:
-    what a finding needs of it (ids, times, names, a short argument) stays."""
-    return replace(
-        step,
-        tool_arguments=short(step.tool_arguments, 300),
-        tool_result="",
-        input_text="",
-        output_text="",
-        tool_calls=(),
-        run_attributes={},
-    )
 
 
 def short(text: str, limit: int = 160) -> str:

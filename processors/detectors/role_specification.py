@@ -18,7 +18,7 @@ from typing import Any
 
 from processors import conventions
 from processors.classify import ActionKind
-from processors.detectors.base import Detector, short, slim
+from processors.detectors.base import Detector, short
 from processors.detectors.config import RoleSpecificationConfig
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
@@ -72,7 +72,7 @@ class _RoleRun(DetectorRun):
             is ActionKind.MUTATING
         )
         if len(self.calls) < _MAX_TRACKED_CALLS:
-            self.calls.append((slim(step), mutating))
+            self.calls.append((step, mutating))
         return self._check(step, mutating, run)
 
     def on_close(self, run: Run) -> Iterable[Finding]:

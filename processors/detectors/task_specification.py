@@ -20,7 +20,7 @@ from typing import Any
 
 from processors import conventions
 from processors.classify import ActionKind
-from processors.detectors.base import Detector, short, slim
+from processors.detectors.base import Detector, short
 from processors.detectors.config import TaskSpecificationConfig
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
@@ -87,7 +87,7 @@ class _TaskSpecificationRun(DetectorRun):
             action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
             mutating = action.kind is ActionKind.MUTATING
             if len(self.calls) < _MAX_TRACKED_CALLS:
-                self.calls.append((slim(step), mutating))
+                self.calls.append((step, mutating))
             findings.extend(self._check_call(step, mutating, run, policy))
         return findings
 
