@@ -117,6 +117,9 @@ class CompiledRules:
     unhinted: tuple[re.Pattern[str], ...]
     # Finds any keyword of a hinted rule: one fast scan decides whether a value needs more.
     trigger: re.Pattern[str] | None
+    # Per hinted rule, its own keywords: a value is run through a rule only if they appear in
+    # it (a span with a URL somewhere must not send every long value through every rule).
+    hints: tuple[re.Pattern[str], ...] = ()
 
 
 def _scoped(pattern: str) -> str:
@@ -155,6 +158,7 @@ def compile_rules(config: RedactionConfig) -> CompiledRules:
     hinted: list[re.Pattern[str]] = []
     unhinted: list[re.Pattern[str]] = []
     keywords: list[str] = []
+    per_rule: list[re.Pattern[str]] = []
     for pattern in config.value_patterns:
         hints = _HINTS.get(pattern)
         if hints is None:
@@ -162,9 +166,10 @@ def compile_rules(config: RedactionConfig) -> CompiledRules:
         else:
             hinted.append(re.compile(pattern))
             keywords.extend(hints)
+            per_rule.append(re.compile("|".join(hints)))
     # Matched against lowercased text: much faster than an IGNORECASE alternation.
     trigger = re.compile("|".join(dict.fromkeys(keywords))) if keywords else None
-    return CompiledRules(keys, truncate, tuple(hinted), tuple(unhinted), trigger)
+    return CompiledRules(keys, truncate, tuple(hinted), tuple(unhinted), trigger, tuple(per_rule))
 
 
 class Redactor:
@@ -271,8 +276,10 @@ class Redactor:
         if len(text) < _MIN_SCANNED:
             return text
         if self._scan:
-            for pattern in rules.hinted:
-                text = pattern.sub(self._replace, text)
+            lowered = text.lower()
+            for pattern, hint in zip(rules.hinted, rules.hints, strict=True):
+                if hint.search(lowered):
+                    text = pattern.sub(self._replace, text)
         for pattern in rules.unhinted:
             text = pattern.sub(self._replace, text)
         return text
