@@ -128,10 +128,16 @@ def run_fleet(
         service.on_output(remember)
     for service in [baseline, *fleet]:
         service.start()
+    # The ring hashes replica names, as the exporter's DNS resolver sees them; stable names
+    # (not the free ports the test got) keep the routing, and so the test, the same each run.
+    names = [f"mast-otel-{i}.mast-otel-headless:4317" for i in range(len(fleet))]
     endpoints = [f"127.0.0.1:{s.grpc_port}" for s in fleet]
     router = TraceIdRouter(
-        {e: OTLPSpanExporter(endpoint=e, insecure=True) for e in endpoints},
-        lambda n: ring_for(endpoints, n),
+        {
+            n: OTLPSpanExporter(endpoint=e, insecure=True)
+            for n, e in zip(names, endpoints, strict=True)
+        },
+        lambda n: ring_for(names, n),
     )
     direct = OTLPSpanExporter(endpoint=f"127.0.0.1:{baseline.grpc_port}", insecure=True)
     provider = TracerProvider(
