@@ -11,14 +11,15 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from collector import __version__, queries
 from collector.config import Config, ConfigError, apply_overrides, load_config
 from collector.otlp.decode import OtlpDecodeError
 from collector.store import Store, StoreError, open_store
+from processors.scoring import GroupSummary
 
 log = logging.getLogger("mast-otel")
 
@@ -53,6 +54,18 @@ def _storage_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _open(config: Config) -> Store:
     """The configured store, for reading (the schema must exist; nothing is created)."""
     return open_store(config.storage)
+
+
+T = TypeVar("T")
+
+
+def _read(config: Config, query: Callable[[Store], T], empty: T) -> T:
+    """One read against the configured store; a store with no schema yet reads as `empty`."""
+    store = _open(config)
+    try:
+        return query(store) if _has_store(store) else empty
+    finally:
+        store.close()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -272,26 +285,16 @@ def cmd_findings(args: argparse.Namespace) -> int:
     flt = queries.FindingFilter(
         trace_id=args.trace, mode=args.mode, since_ns=_since(args.since), limit=args.limit
     )
-    store = _open(config)
-    try:
-        rows = queries.findings(store, flt) if _has_store(store) else []
-    finally:
-        store.close()
+    rows: list[dict[str, Any]] = _read(config, lambda store: queries.findings(store, flt), [])
     _print_findings(rows, args.output)
     return 0
 
 
 def cmd_signatures(args: argparse.Namespace) -> int:
     config = _config(args)
-    store = _open(config)
-    try:
-        rows = (
-            queries.signatures(store, trace_id=args.trace, limit=args.limit)
-            if _has_store(store)
-            else []
-        )
-    finally:
-        store.close()
+    rows: list[dict[str, Any]] = _read(
+        config, lambda store: queries.signatures(store, trace_id=args.trace, limit=args.limit), []
+    )
     if args.output == "json":
         for row in rows:
             print(json.dumps(row))
@@ -378,11 +381,9 @@ def cmd_failing(args: argparse.Namespace) -> int:
     since = _since(args.since)
     assert since is not None
     scope = queries.Scope(since, None, args.service, args.model)
-    store = _open(config)
-    try:
-        rows = queries.failing_now(store, scope, fatal_only=args.fatal) if _has_store(store) else []
-    finally:
-        store.close()
+    rows: list[dict[str, Any]] = _read(
+        config, lambda store: queries.failing_now(store, scope, fatal_only=args.fatal), []
+    )
     if args.output == "json":
         for row in rows:
             print(json.dumps(row))
@@ -404,11 +405,7 @@ def cmd_failing(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = _config(args)
-    store = _open(config)
-    try:
-        timeline = queries.run_timeline(store, args.trace) if _has_store(store) else None
-    finally:
-        store.close()
+    timeline = _read(config, lambda store: queries.run_timeline(store, args.trace), None)
     if timeline is None:
         raise ConfigError(f"no spans stored for trace {args.trace}")
     if args.output == "json":
@@ -430,15 +427,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     config = _config(args)
-    store = _open(config)
-    try:
-        groups = (
-            queries.summary(store, config.scoring, by=args.by, since_ns=_since(args.since))
-            if _has_store(store)
-            else []
-        )
-    finally:
-        store.close()
+    since_ns = _since(args.since)
+    groups: list[GroupSummary] = _read(
+        config,
+        lambda store: queries.summary(store, config.scoring, by=args.by, since_ns=since_ns),
+        [],
+    )
     if args.output == "json":
         for g in groups:
             print(
