@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -82,6 +83,24 @@ class Step:
     @property
     def failed(self) -> bool:
         return self.status is StepStatus.ERROR
+
+
+class StepRef:
+    """What a detector remembers of a step after the window has let it go: where the step is
+    (span, times) and who ran which tool, the fields a finding and its cost need, without the
+    step's texts. Names are interned: a run repeats the same few agents, models and tools."""
+
+    __slots__ = ("agent", "end_ns", "kind", "model", "service", "span_id", "start_ns", "tool_name")
+
+    def __init__(self, step: Step) -> None:
+        self.span_id = step.span_id
+        self.kind = step.kind
+        self.start_ns = step.start_ns
+        self.end_ns = step.end_ns
+        self.service = sys.intern(step.service)
+        self.agent = sys.intern(step.agent)
+        self.model = sys.intern(step.model)
+        self.tool_name = sys.intern(step.tool_name)
 
 
 @dataclass(slots=True)

@@ -19,11 +19,11 @@ import heapq
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from processors import conventions
 from processors.judge import Transcript
-from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
+from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind, StepRef
 
 
 @dataclass
@@ -58,7 +58,13 @@ class WindowConfig:
 
 
 class DetectorRun:
-    """One detector's state for one run. Subclasses override what they need."""
+    """One detector's state for one run. Subclasses override what they need, and say in
+    `kinds` which kinds of step `on_step` reads (None: every kind), so the window does not
+    call it for the others."""
+
+    __slots__ = ()
+
+    kinds: ClassVar[frozenset[StepKind] | None] = None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         return ()
@@ -70,6 +76,18 @@ class DetectorRun:
 # Opens the per-run state of every enabled detector.
 DetectorFactory = Callable[["Run"], list[DetectorRun]]
 
+# For each kind of step, the positions of the detectors whose `on_step` reads it.
+DispatchPlan = dict[StepKind, tuple[int, ...]]
+
+
+def dispatch_plan(detectors: Iterable[DetectorRun]) -> DispatchPlan:
+    """Which detectors each kind of step goes to, in the detectors' order."""
+    listed = list(detectors)
+    return {
+        kind: tuple(i for i, d in enumerate(listed) if d.kinds is None or kind in d.kinds)
+        for kind in StepKind
+    }
+
 
 class Run:
     """What the collector knows about one run while it is open."""
@@ -78,6 +96,7 @@ class Run:
         "acting_agent",
         "agents",
         "attributes",
+        "attributes_version",
         "close_at",
         "closed_by",
         "conversation_id",
@@ -93,6 +112,9 @@ class Run:
         "models",
         "output_tokens",
         "pending",
+        "plan",
+        "ref_of",
+        "ref_step",
         "root",
         "services",
         "span_ids",
@@ -113,7 +135,13 @@ class Run:
         self.closed_by = ""
         self.root: Step | None = None
         self.attributes: dict[str, Any] = {}
+        # Bumped whenever `attributes` changes, so a detector can keep what it derives from them.
+        self.attributes_version = 0
         self.detectors: list[DetectorRun] = []
+        self.plan: DispatchPlan = {}
+        # The last step digested by `ref`, so the detectors that remember it share one digest.
+        self.ref_step: Step | None = None
+        self.ref_of: StepRef | None = None
         self.mode_counts: Counter[str] = Counter()
         self.start_ns = 0
         self.end_ns = 0
@@ -130,6 +158,15 @@ class Run:
         self.conversation_id = ""
         self.acting_agent = ""
         self.expected_agent = ""
+
+    def ref(self, step: Step) -> StepRef:
+        """The digest of a step a detector wants to remember (shared by every detector that
+        remembers the same step)."""
+        if self.ref_step is step and self.ref_of is not None:
+            return self.ref_of
+        ref = StepRef(step)
+        self.ref_step, self.ref_of = step, ref
+        return ref
 
     def record(self, step: Step) -> None:
         """Fold a released step into the run's totals and window."""
@@ -213,6 +250,10 @@ class Run:
         )
 
 
+def _start_order(pending: tuple[float, Step]) -> tuple[int, int]:
+    return pending[1].start_ns, pending[1].end_ns
+
+
 def _most_common(counter: Counter[str]) -> str:
     return counter.most_common(1)[0][0] if counter else ""
 
@@ -288,6 +329,8 @@ class RunWindows:
         self._pending: OrderedDict[str, float] = OrderedDict()
         self._close_due: list[tuple[float, str]] = []
         self._closed: OrderedDict[str, None] = OrderedDict()
+        # Dispatch plans by the detectors' classes (the same for every run of one factory).
+        self._plans: dict[tuple[type, ...], DispatchPlan] = {}
         self.stats = WindowStats()
 
     @property
@@ -315,6 +358,11 @@ class RunWindows:
                 out.extend(self._close(oldest, "evicted"))
             run = Run(trace_id, self.config.max_steps_per_run, now)
             run.detectors = self._open_detectors(run)
+            classes = tuple(type(d) for d in run.detectors)
+            plan = self._plans.get(classes)
+            if plan is None:
+                plan = self._plans[classes] = dispatch_plan(run.detectors)
+            run.plan = plan
             self._runs[trace_id] = run
             self.stats.runs_opened += 1
         else:
@@ -324,12 +372,15 @@ class RunWindows:
             return out
         run.span_ids.add(step.span_id)
         run.last_seen = now
+        is_root = not step.parent_span_id
         if step.run_attributes:
             # The root span's attributes win over the same attribute on a child.
+            attributes = run.attributes
             for key, value in step.run_attributes.items():
-                if step.is_root or key not in run.attributes:
-                    run.attributes[key] = value
-        if step.is_root and run.root is None:
+                if is_root or key not in attributes:
+                    attributes[key] = value
+            run.attributes_version += 1
+        if is_root and run.root is None:
             run.root = step
             self._schedule_close(run, now + self.config.grace_s, "root_ended")
         if step.run_attributes.get(conventions.RUN_END) is True:
@@ -429,22 +480,25 @@ class RunWindows:
             self._pending[run.trace_id] = run.pending[0][0]
         else:
             self._pending.pop(run.trace_id, None)
-        ready.sort(key=lambda p: (p[1].start_ns, p[1].end_ns))
+        if len(ready) > 1:
+            ready.sort(key=_start_order)
         findings: list[Finding] = []
+        window, detectors, plan, stats = run.window, run.detectors, run.plan, self.stats
         for _, step in ready:
-            if run.window and step.start_ns < run.window[-1].start_ns:
-                self.stats.steps_late += 1
-            if len(run.window) == run.window.maxlen:
-                self.stats.steps_trimmed += 1
+            if window:
+                if step.start_ns < window[-1].start_ns:
+                    stats.steps_late += 1
+                if len(window) == window.maxlen:
+                    stats.steps_trimmed += 1
             implied = run.implied_handoff(step)
             if implied is not None:
-                for detector in run.detectors:
-                    produced = detector.on_step(implied, run)
+                for i in plan[StepKind.HANDOFF]:
+                    produced = detectors[i].on_step(implied, run)
                     if produced:
                         findings.extend(self._stamp(run, produced))
             run.record(step)
-            for detector in run.detectors:
-                produced = detector.on_step(step, run)
+            for i in plan[step.kind]:
+                produced = detectors[i].on_step(step, run)
                 if produced:  # most steps produce nothing: skip the bookkeeping
                     findings.extend(self._stamp(run, produced))
         return findings

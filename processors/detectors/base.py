@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from processors.classify import ActionClassifier
 from processors.detectors.signals import Signals
-from processors.model import Cost, Finding, Step, StepKind
+from processors.model import Cost, Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 
@@ -32,18 +32,19 @@ class Detector(ABC):
 
     def finding(
         self,
-        at: Step,
+        at: Step | StepRef,
         rule: str,
         confidence: float,
         message: str,
-        evidence: Sequence[Step],
+        evidence: Sequence[Step | StepRef],
         values: dict[str, Any],
         run: Run,
     ) -> Finding:
-        """A finding shown at step `at`, supported by the `evidence` steps."""
+        """A finding shown at step `at`, supported by the `evidence` steps (the steps
+        themselves, or the digests a detector kept of them)."""
         evidence_ids = tuple(dict.fromkeys(s.span_id for s in evidence))
         return Finding(
-            trace_id=at.trace_id,
+            trace_id=run.trace_id,
             span_id=at.span_id,
             mode=self.mode,
             detector=self.name,
@@ -61,7 +62,7 @@ class Detector(ABC):
         )
 
 
-def stretch_cost(run: Run, evidence: Sequence[Step]) -> Cost:
+def stretch_cost(run: Run, evidence: Sequence[Step | StepRef]) -> Cost:
     """What the run spent from the first to the last evidence step: wall time, and the model
     and tool calls and tokens of the steps still in the window over that stretch."""
     if not evidence:

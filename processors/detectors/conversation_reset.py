@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from processors.detectors.base import Detector
 from processors.detectors.config import ConversationResetConfig
@@ -26,6 +27,15 @@ class _Context:
     peak_messages: int
     last: Step
     summaries: int
+
+
+_SUMMARY = re.compile(r"summar|compact|condens|compress", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def _names_summary(name: str, agent: str, operation: str) -> bool:
+    """Does a step's name, agent or operation say it summarizes? (They recur across runs.)"""
+    return bool(_SUMMARY.search(f"{name} {agent} {operation}"))
 
 
 def context_size(step: Step) -> tuple[int | None, int | None]:
@@ -57,15 +67,16 @@ class ConversationReset(Detector):
 
 
 class _ResetRun(DetectorRun):
+    __slots__ = ("config", "contexts", "detector", "summaries")
+
     def __init__(self, detector: ConversationReset) -> None:
         self.detector = detector
         self.config = detector.config
         self.contexts: dict[str, _Context] = {}
         self.summaries = 0
-        self.summary = re.compile(r"summar|compact|condens|compress", re.IGNORECASE)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if self.summary.search(f"{step.name} {step.agent} {step.operation}"):
+        if _names_summary(step.name, step.agent, step.operation):
             self.summaries += 1
             return ()
         if step.kind is not StepKind.LLM:

@@ -21,21 +21,27 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
-from processors.classify import ActionKind
+from processors.classify import ActionClassifier, ActionKind
 from processors.detectors.base import Detector, short
 from processors.detectors.config import ConversationResetConfig, HistoryLossConfig
 from processors.detectors.conversation_reset import is_back_to_opening
-from processors.model import Finding, Step, StepKind
+from processors.detectors.signals import Signals
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 
 @dataclass(slots=True)
 class _Read:
+    """A successful read remembered for the re-acquisition rule: when it was made, the state
+    of the world then, a hash of its result (results can be large) and where it is."""
+
     index: int
     world: int
-    result: str
-    step: Step
+    result: int
+    ref: StepRef
 
 
 class HistoryLoss(Detector):
@@ -43,18 +49,39 @@ class HistoryLoss(Detector):
     name = "history_loss"
     version = "1.1"
     config: HistoryLossConfig
+    summary: re.Pattern[str]
     # What counts as a reset to the opening (FM-2.1's rule), so the two modes never overlap.
     reset_config: ConversationResetConfig = ConversationResetConfig()
+
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+        super().__init__(config, classifier, signals)
+        self.summary = re.compile(self.config.summary_pattern, re.IGNORECASE)
+        # Step names, agents and operations recur across a fleet's runs.
+        self.names_summary = lru_cache(maxsize=4096)(self._names_summary)
+
+    def _names_summary(self, name: str, agent: str, operation: str) -> bool:
+        return bool(self.summary.search(f"{name} {agent} {operation}"))
 
     def open(self, run: Run) -> DetectorRun:
         return _HistoryLossRun(self)
 
 
 class _HistoryLossRun(DetectorRun):
+    __slots__ = (
+        "config",
+        "detector",
+        "last_llm",
+        "opening",
+        "reads",
+        "summaries",
+        "tool_index",
+        "world",
+    )
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER})
+
     def __init__(self, detector: HistoryLoss) -> None:
         self.detector = detector
         self.config = detector.config
-        self.summary = re.compile(self.config.summary_pattern, re.IGNORECASE)
         # Per agent: its last model call, and how many summarizing steps the run had then.
         self.last_llm: dict[str, tuple[Step, int]] = {}
         # Per agent: its first model call, to tell a reset to the opening (FM-2.1) from loss.
@@ -62,7 +89,8 @@ class _HistoryLossRun(DetectorRun):
         self.summaries = 0
         self.tool_index = 0
         self.world = 0
-        self.reads: OrderedDict[str, _Read] = OrderedDict()
+        # By a hash of the canonical call.
+        self.reads: OrderedDict[int, _Read] = OrderedDict()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if self._is_summary(step):
@@ -76,7 +104,7 @@ class _HistoryLossRun(DetectorRun):
     def _is_summary(self, step: Step) -> bool:
         if step.kind not in (StepKind.LLM, StepKind.AGENT, StepKind.OTHER):
             return False
-        return bool(self.summary.search(f"{step.name} {step.agent} {step.operation}"))
+        return self.detector.names_summary(step.name, step.agent, step.operation)
 
     def _on_llm(self, step: Step, run: Run) -> list[Finding]:
         agent = step.agent
@@ -88,8 +116,6 @@ class _HistoryLossRun(DetectorRun):
         previous, summaries_then = last
         if summaries_then != self.summaries:
             return []  # the context was summarized on purpose in between
-        if self.summary.search(step.input_text[:512]):
-            return []
         ratio = self.config.shrink_ratio
         before, after, unit = previous.input_tokens, step.input_tokens, "input tokens"
         floor = self.config.min_prior_input_tokens
@@ -108,6 +134,8 @@ class _HistoryLossRun(DetectorRun):
             self.detector.reset_config,
         ):
             return []  # back to the very beginning: a conversation reset, FM-2.1
+        if self.detector.summary.search(step.input_text[:512]):
+            return []  # the call's own input says it is a summary
         return [
             self.detector.finding(
                 at=step,
@@ -138,11 +166,10 @@ class _HistoryLossRun(DetectorRun):
             return []
         if step.failed or action.kind is not ActionKind.READ:
             return []
-        key = classifier.canonical_call(step.tool_name, step.tool_arguments)
-        result = classifier.result_fingerprint(step.tool_result)
-        earlier = self.reads.get(key)
-        self.reads[key] = _Read(self.tool_index, self.world, result, step)
-        self.reads.move_to_end(key)
+        key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
+        result = hash(classifier.result_fingerprint(step.tool_result))
+        earlier = self.reads.pop(key, None)
+        self.reads[key] = _Read(self.tool_index, self.world, result, run.ref(step))
         if len(self.reads) > self.config.max_remembered_calls:
             self.reads.popitem(last=False)
         if earlier is None or earlier.world != self.world or earlier.result != result:
@@ -159,7 +186,7 @@ class _HistoryLossRun(DetectorRun):
                     f"{step.tool_name} fetched again what it returned {gap} tool calls earlier, "
                     f"with nothing changed in between"
                 ),
-                evidence=[earlier.step, step],
+                evidence=[earlier.ref, step],
                 values={
                     "tool": step.tool_name,
                     "arguments": short(step.tool_arguments),

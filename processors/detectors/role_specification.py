@@ -17,10 +17,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from processors import conventions
-from processors.classify import ActionKind
+from processors.classify import ActionClassifier, ActionKind
 from processors.detectors.base import Detector, short
 from processors.detectors.config import RoleSpecificationConfig
-from processors.model import Finding, Step, StepKind
+from processors.detectors.signals import Signals
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 _MAX_TRACKED_CALLS = 4096
@@ -31,6 +32,11 @@ class RoleSpecification(Detector):
     name = "role_specification"
     version = "1.0"
     config: RoleSpecificationConfig
+    read_only_names: list[re.Pattern[str]]
+
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+        super().__init__(config, classifier, signals)
+        self.read_only_names = [re.compile(p, re.IGNORECASE) for p in self.config.read_only_agents]
 
     def open(self, run: Run) -> DetectorRun:
         return _RoleRun(self)
@@ -46,13 +52,15 @@ def _tool_list(value: Any) -> frozenset[str] | None:
 
 
 class _RoleRun(DetectorRun):
+    __slots__ = ("calls", "config", "detector", "read_only", "reported", "role_tools")
+
     def __init__(self, detector: RoleSpecification) -> None:
         self.detector = detector
         self.config = detector.config
-        self.read_only_names = [re.compile(p, re.IGNORECASE) for p in self.config.read_only_agents]
         self.role_tools: dict[str, frozenset[str]] = {}
         self.read_only: set[str] = set()
-        self.calls: list[tuple[Step, bool]] = []
+        # Each call's digest, whether it changed the system, and (only then) its arguments.
+        self.calls: list[tuple[StepRef, bool, str]] = []
         self.reported: set[tuple[str, str]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
@@ -72,13 +80,13 @@ class _RoleRun(DetectorRun):
             is ActionKind.MUTATING
         )
         if len(self.calls) < _MAX_TRACKED_CALLS:
-            self.calls.append((step, mutating))
-        return self._check(step, mutating, run)
+            self.calls.append((run.ref(step), mutating, step.tool_arguments if mutating else ""))
+        return self._check(step, mutating, step.tool_arguments, run)
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []
-        for step, mutating in self.calls:
-            findings.extend(self._check(step, mutating, run))
+        for ref, mutating, arguments in self.calls:
+            findings.extend(self._check(ref, mutating, arguments, run))
         return findings
 
     def _allowed(self, agent: str) -> frozenset[str] | None:
@@ -88,9 +96,13 @@ class _RoleRun(DetectorRun):
         return frozenset(configured) if configured else None
 
     def _is_read_only(self, agent: str) -> bool:
-        return agent in self.read_only or any(p.search(agent) for p in self.read_only_names)
+        return agent in self.read_only or any(
+            p.search(agent) for p in self.detector.read_only_names
+        )
 
-    def _check(self, step: Step, mutating: bool, run: Run) -> list[Finding]:
+    def _check(
+        self, step: Step | StepRef, mutating: bool, arguments: str, run: Run
+    ) -> list[Finding]:
         out = []
         allowed = self._allowed(step.agent)
         if allowed is not None and step.tool_name not in allowed:
@@ -112,7 +124,7 @@ class _RoleRun(DetectorRun):
                     {
                         "agent": step.agent,
                         "tool": step.tool_name,
-                        "arguments": short(step.tool_arguments),
+                        "arguments": short(arguments),
                     },
                     run,
                 )
@@ -120,7 +132,7 @@ class _RoleRun(DetectorRun):
         return out
 
     def _once(
-        self, step: Step, rule: str, message: str, values: dict[str, Any], run: Run
+        self, step: Step | StepRef, rule: str, message: str, values: dict[str, Any], run: Run
     ) -> list[Finding]:
         key = (rule, step.span_id)
         if key in self.reported or len(self.reported) >= self.config.max_findings_per_run:

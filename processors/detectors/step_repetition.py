@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, short
 from processors.detectors.config import StepRepetitionConfig
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 
@@ -33,7 +33,8 @@ class _Streak:
     result: str
     last_index: int
     world: int
-    steps: list[Step] = field(default_factory=list)
+    # The calls of the streak until it is reported (then only its growth matters).
+    steps: list[StepRef] = field(default_factory=list)
     reported: bool = False
 
 
@@ -47,7 +48,22 @@ class StepRepetition(Detector):
         return _StepRepetitionRun(self)
 
 
+# A call and what it returned: equal tokens are the same observation.
+_Token = tuple[str, str]
+
+
 class _StepRepetitionRun(DetectorRun):
+    __slots__ = (
+        "config",
+        "detector",
+        "recent",
+        "reported_cycles",
+        "streaks",
+        "tool_index",
+        "world",
+    )
+    kinds = frozenset({StepKind.TOOL})
+
     def __init__(self, detector: StepRepetition) -> None:
         self.detector = detector
         self.config = detector.config
@@ -56,10 +72,10 @@ class _StepRepetitionRun(DetectorRun):
         self.world = 0
         self.streaks: dict[str, _Streak] = {}
         period = max(self.config.max_cycle_period, 0)
-        self.recent: deque[tuple[str, Step]] = deque(
+        self.recent: deque[tuple[_Token, StepRef]] = deque(
             maxlen=max(period * self.config.min_cycle_repeats, 1)
         )
-        self.reported_cycles: set[tuple[str, ...]] = set()
+        self.reported_cycles: set[tuple[_Token, ...]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not StepKind.TOOL or not step.tool_name:
@@ -85,7 +101,9 @@ class _StepRepetitionRun(DetectorRun):
             streak = _Streak(result=result, last_index=self.tool_index, world=self.world)
             self.streaks[key] = streak
         assert streak is not None
-        streak.steps.append(step)
+        ref = run.ref(step)
+        if not streak.reported:
+            streak.steps.append(ref)
         streak.last_index = self.tool_index
         if mutating:
             self.world += 1
@@ -94,7 +112,7 @@ class _StepRepetitionRun(DetectorRun):
             streak.reported = True
             findings.append(self._same_call(step, streak, run))
         self._forget_stale()
-        cycle = self._cycle(key + "\x01" + result, step)
+        cycle = self._cycle((key, result), ref)
         if cycle is not None:
             findings.append(self._cycle_finding(step, cycle, run))
         return findings
@@ -105,7 +123,7 @@ class _StepRepetitionRun(DetectorRun):
             limit = self.tool_index - self.config.max_gap_steps - 1
             self.streaks = {k: s for k, s in self.streaks.items() if s.last_index >= limit}
 
-    def _cycle(self, token: str, step: Step) -> list[Step] | None:
+    def _cycle(self, token: _Token, step: StepRef) -> list[StepRef] | None:
         self.recent.append((token, step))
         repeats = self.config.min_cycle_repeats
         tokens = [t for t, _ in self.recent]
@@ -145,7 +163,7 @@ class _StepRepetitionRun(DetectorRun):
             run=run,
         )
 
-    def _cycle_finding(self, step: Step, cycle: list[Step], run: Run) -> Finding:
+    def _cycle_finding(self, step: Step, cycle: list[StepRef], run: Run) -> Finding:
         period = len(cycle) // self.config.min_cycle_repeats
         tools = [s.tool_name for s in cycle[:period]]
         return self.detector.finding(

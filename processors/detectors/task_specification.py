@@ -22,7 +22,7 @@ from processors import conventions
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, short
 from processors.detectors.config import TaskSpecificationConfig
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 # Tool calls remembered per run for the check at close.
@@ -65,19 +65,52 @@ class TaskSpecification(Detector):
         return _TaskSpecificationRun(self)
 
 
+@dataclass(slots=True)
+class _Call:
+    """A tool call kept for the check at close: its digest, whether it changed the system,
+    and (only then) its arguments, the one text a finding about it quotes."""
+
+    ref: StepRef
+    mutating: bool
+    arguments: str
+
+
 class _TaskSpecificationRun(DetectorRun):
+    __slots__ = (
+        "budgets_reported",
+        "calls",
+        "config",
+        "detector",
+        "findings",
+        "policy",
+        "policy_version",
+        "reported",
+        "steps",
+        "tokens",
+    )
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+
     def __init__(self, detector: TaskSpecification) -> None:
         self.detector = detector
         self.config = detector.config
-        self.calls: list[tuple[Step, bool]] = []  # (tool step, mutating)
+        self.calls: list[_Call] = []
         self.reported: set[tuple[str, str]] = set()  # (rule, span id)
         self.budgets_reported: set[str] = set()
         self.steps = 0
         self.tokens = 0
         self.findings = 0
+        # The policy read from the run's attributes, kept until they change.
+        self.policy: Policy | None = None
+        self.policy_version = -1
+
+    def _policy(self, run: Run) -> Policy:
+        if self.policy is None or self.policy_version != run.attributes_version:
+            self.policy = task_policy(self.config, run.attributes)
+            self.policy_version = run.attributes_version
+        return self.policy
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        policy = task_policy(self.config, run.attributes)
+        policy = self._policy(run)
         findings: list[Finding] = []
         if step.kind in (StepKind.LLM, StepKind.TOOL):
             self.steps += 1
@@ -87,15 +120,16 @@ class _TaskSpecificationRun(DetectorRun):
             action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
             mutating = action.kind is ActionKind.MUTATING
             if len(self.calls) < _MAX_TRACKED_CALLS:
-                self.calls.append((step, mutating))
-            findings.extend(self._check_call(step, mutating, run, policy))
+                arguments = step.tool_arguments if mutating else ""
+                self.calls.append(_Call(run.ref(step), mutating, arguments))
+            findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         policy = task_policy(self.config, run.attributes)
         findings: list[Finding] = []
-        for step, mutating in self.calls:
-            findings.extend(self._check_call(step, mutating, run, policy))
+        for call in self.calls:
+            findings.extend(self._check_call(call.ref, call.mutating, call.arguments, run, policy))
         if (
             policy.max_steps
             and self.steps > policy.max_steps
@@ -108,7 +142,9 @@ class _TaskSpecificationRun(DetectorRun):
                 )
         return findings
 
-    def _check_call(self, step: Step, mutating: bool, run: Run, policy: Policy) -> list[Finding]:
+    def _check_call(
+        self, step: Step | StepRef, mutating: bool, arguments: str, run: Run, policy: Policy
+    ) -> list[Finding]:
         out = []
         if policy.allowed_tools is not None and step.tool_name not in policy.allowed_tools:
             out.extend(
@@ -128,7 +164,7 @@ class _TaskSpecificationRun(DetectorRun):
                     "mutation_in_read_only_task",
                     0.9,
                     f"{step.tool_name} changed the system in a read-only task",
-                    {"tool": step.tool_name, "arguments": short(step.tool_arguments)},
+                    {"tool": step.tool_name, "arguments": short(arguments)},
                     run,
                 )
             )
@@ -170,7 +206,7 @@ class _TaskSpecificationRun(DetectorRun):
 
     def _once(
         self,
-        step: Step,
+        step: Step | StepRef,
         rule: str,
         confidence: float,
         message: str,

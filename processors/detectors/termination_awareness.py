@@ -16,14 +16,14 @@ Rules:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from processors import conventions
 from processors.classify import ActionKind
 from processors.detectors.base import Detector
 from processors.detectors.config import TerminationAwarenessConfig
 from processors.detectors.signals import Health, is_final_answer
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 
@@ -37,24 +37,45 @@ class TerminationAwareness(Detector):
         return _TerminationRun(self)
 
 
+_LIMIT_KINDS = (StepKind.AGENT, StepKind.OTHER, StepKind.LLM)
+
+
 class _TerminationRun(DetectorRun):
+    __slots__ = (
+        "after_final",
+        "after_success",
+        "changed_targets",
+        "config",
+        "detector",
+        "final_answer",
+        "healthy_check",
+        "reported",
+        "steps",
+        "tail",
+    )
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER})
+
     def __init__(self, detector: TerminationAwareness) -> None:
         self.detector = detector
         self.config = detector.config
         self.final_answer: dict[str, Step] = {}  # agent → its final answer
-        self.after_final: dict[str, list[Step]] = {}
+        # Per agent, its calls after its final answer, up to the number that is reported.
+        self.after_final: dict[str, list[StepRef]] = {}
         self.changed_targets: frozenset[str] = frozenset()
-        self.healthy_check: Step | None = None
-        self.after_success: list[Step] = []
-        self.tail: deque[tuple[str, Step]] = deque(maxlen=max(self.config.final_loop_length, 1))
+        self.healthy_check: StepRef | None = None
+        # Calls after a healthy check, up to the number that is reported.
+        self.after_success: list[StepRef] = []
+        # The last calls: (call, what it returned) and where.
+        self.tail: deque[tuple[tuple[str, str], StepRef]] = deque(
+            maxlen=max(self.config.final_loop_length, 1)
+        )
         self.steps = 0
         self.reported: set[str] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []
         signals = self.detector.signals
-        limit = step.failed and signals.limit.search(step.error)
-        if limit and step.kind in (StepKind.AGENT, StepKind.OTHER, StepKind.LLM):
+        if step.kind in _LIMIT_KINDS and step.failed and signals.limit.search(step.error):
             findings.extend(
                 self._report(
                     "limit_hit",
@@ -76,60 +97,68 @@ class _TerminationRun(DetectorRun):
         if step.kind is not StepKind.TOOL or not step.tool_name:
             return findings
         classifier = self.detector.classifier
+        ref = run.ref(step)
         self.tail.append(
             (
-                classifier.canonical_call(step.tool_name, step.tool_arguments)
-                + "\x01"
-                + classifier.result_fingerprint(step.tool_result or step.error),
-                step,
+                (
+                    classifier.canonical_call(step.tool_name, step.tool_arguments),
+                    classifier.result_fingerprint(step.tool_result or step.error),
+                ),
+                ref,
             )
         )
         answer = self.final_answer.get(step.agent)
+        calls_after = self.config.calls_after_final_answer
         if answer is not None:
             calls = self.after_final.setdefault(step.agent, [])
-            calls.append(step)
-            if len(calls) == self.config.calls_after_final_answer:
-                findings.extend(
-                    self._report(
-                        "calls_after_final_answer",
-                        step,
-                        [answer, *calls],
-                        0.75,
-                        f"{step.agent or 'the agent'} kept calling tools after its final answer",
-                        {"final_answer": answer.output_text[:200], "calls_after": len(calls)},
-                        run,
+            if len(calls) < calls_after:
+                calls.append(ref)
+                if len(calls) == calls_after:
+                    findings.extend(
+                        self._report(
+                            "calls_after_final_answer",
+                            step,
+                            [answer, *calls],
+                            0.75,
+                            f"{step.agent or 'the agent'} kept calling tools after its final answer",
+                            {
+                                "final_answer": answer.output_text[:200],
+                                "calls_after": len(calls),
+                            },
+                            run,
+                        )
                     )
-                )
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is ActionKind.MUTATING and not step.failed:
             self.changed_targets = action.targets
             self.healthy_check = None
             self.after_success = []
         elif self.healthy_check is not None:
-            self.after_success.append(step)
-            if len(self.after_success) == self.config.calls_after_success:
-                findings.extend(
-                    self._report(
-                        "calls_after_success",
-                        step,
-                        [self.healthy_check, *self.after_success],
-                        0.7,
-                        f"{len(self.after_success)} more tool calls after a check showed "
-                        f"the problem solved",
-                        {
-                            "check": self.healthy_check.tool_name,
-                            "calls_after": len(self.after_success),
-                        },
-                        run,
+            if len(self.after_success) < self.config.calls_after_success:
+                self.after_success.append(ref)
+                if len(self.after_success) == self.config.calls_after_success:
+                    findings.extend(
+                        self._report(
+                            "calls_after_success",
+                            step,
+                            [self.healthy_check, *self.after_success],
+                            0.7,
+                            f"{len(self.after_success)} more tool calls after a check showed "
+                            f"the problem solved",
+                            {
+                                "check": self.healthy_check.tool_name,
+                                "calls_after": len(self.after_success),
+                            },
+                            run,
+                        )
                     )
-                )
         elif (
             self.changed_targets
             and action.kind is ActionKind.READ
             and action.targets & self.changed_targets
             and self.detector.signals.health(step.tool_result) is Health.HEALTHY
         ):
-            self.healthy_check = step
+            self.healthy_check = ref
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
@@ -172,8 +201,8 @@ class _TerminationRun(DetectorRun):
     def _report(
         self,
         rule: str,
-        at: Step,
-        evidence: list[Step],
+        at: Step | StepRef,
+        evidence: Sequence[Step | StepRef],
         confidence: float,
         message: str,
         values: dict[str, object],
