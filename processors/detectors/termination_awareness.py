@@ -120,7 +120,8 @@ class _TerminationRun(DetectorRun):
                             step,
                             [answer, *calls],
                             0.75,
-                            f"{step.agent or 'the agent'} kept calling tools after its final answer",
+                            f"{step.agent or 'the agent'} kept calling tools after its final "
+                            "answer",
                             {
                                 "final_answer": answer.output_text[:200],
                                 "calls_after": len(calls),
