@@ -38,6 +38,11 @@ class Clarification(Detector):
 
 
 class _ClarificationRun(DetectorRun):
+    __slots__ = ("config", "detector", "known", "reported", "task_seen", "told", "unclear")
+    kinds = frozenset(
+        {StepKind.HUMAN, StepKind.LLM, StepKind.AGENT, StepKind.HANDOFF, StepKind.TOOL}
+    )
+
     def __init__(self, detector: Clarification) -> None:
         self.detector = detector
         self.config = detector.config

@@ -15,7 +15,7 @@ from processors import conventions
 from processors.detectors.base import Detector
 from processors.detectors.config import DerailmentConfig
 from processors.detectors.signals import words
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 _MAX_WORDS = 50_000
@@ -32,12 +32,16 @@ class Derailment(Detector):
 
 
 class _DerailmentRun(DetectorRun):
+    __slots__ = ("config", "detector", "off_task", "relevant", "reported", "task_known")
+    kinds = frozenset({StepKind.HUMAN, StepKind.HANDOFF, StepKind.LLM, StepKind.TOOL})
+
     def __init__(self, detector: Derailment) -> None:
         self.detector = detector
         self.config = detector.config
         self.relevant: set[str] = set()
         self.task_known = False
-        self.off_task: list[Step] = []
+        # The current stretch of off-task calls and their targets (until one is reported).
+        self.off_task: list[tuple[StepRef, frozenset[str]]] = []
         self.reported = False
 
     def _learn(self, text: str) -> None:
@@ -66,11 +70,13 @@ class _DerailmentRun(DetectorRun):
             if not step.failed:
                 self._learn(step.tool_result)
             return ()
-        self.off_task.append(step)
-        if self.reported or len(self.off_task) < self.config.min_off_task_steps:
+        if self.reported:
+            return ()
+        self.off_task.append((run.ref(step), targets))
+        if len(self.off_task) < self.config.min_off_task_steps:
             return ()
         self.reported = True
-        drift = sorted({t for s in self.off_task for t in self._targets(s)})
+        drift = sorted({t for _, call_targets in self.off_task for t in call_targets})
         return [
             self.detector.finding(
                 at=step,
@@ -80,11 +86,8 @@ class _DerailmentRun(DetectorRun):
                     f"{len(self.off_task)} tool calls in a row on {', '.join(drift[:5])}, "
                     f"unrelated to the task and the evidence so far"
                 ),
-                evidence=list(self.off_task),
+                evidence=[ref for ref, _ in self.off_task],
                 values={"off_task_targets": drift, "steps": len(self.off_task)},
                 run=run,
             )
         ]
-
-    def _targets(self, step: Step) -> frozenset[str]:
-        return self.detector.classifier.classify(step.tool_name, step.tool_arguments).targets

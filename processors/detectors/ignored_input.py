@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 from processors.detectors.base import Detector, short
 from processors.detectors.config import IgnoredInputConfig
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 _FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
+# The receiver's first calls a finding cites; later ones are only counted.
+_CITED_CALLS = 10
 
 
 @dataclass(slots=True)
@@ -26,7 +28,8 @@ class _Assignment:
     handoff: Step
     targets: frozenset[str]
     failed_calls: set[str]
-    calls: list[Step] = field(default_factory=list)
+    calls: list[StepRef] = field(default_factory=list)
+    call_count: int = 0
     touched: bool = False
 
 
@@ -41,6 +44,9 @@ class IgnoredInput(Detector):
 
 
 class _IgnoredInputRun(DetectorRun):
+    __slots__ = ("assignments", "config", "detector", "failed_by_agent", "reported")
+    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL})
+
     def __init__(self, detector: IgnoredInput) -> None:
         self.detector = detector
         self.config = detector.config
@@ -73,7 +79,9 @@ class _IgnoredInputRun(DetectorRun):
         assignment = self.assignments.get(step.agent)
         if assignment is None:
             return findings
-        assignment.calls.append(step)
+        assignment.call_count += 1
+        if len(assignment.calls) < _CITED_CALLS:
+            assignment.calls.append(run.ref(step))
         targets = classifier.classify(step.tool_name, step.tool_arguments).targets
         if targets & assignment.targets:
             assignment.touched = True
@@ -111,7 +119,7 @@ class _IgnoredInputRun(DetectorRun):
         if (
             not assignment.targets
             or assignment.touched
-            or len(assignment.calls) < self.config.min_receiver_calls
+            or assignment.call_count < self.config.min_receiver_calls
             or handoff.span_id in self.reported
         ):
             return []

@@ -19,7 +19,7 @@ from processors.detectors.base import Detector, short
 from processors.detectors.config import IncorrectVerificationConfig
 from processors.detectors.signals import Health
 from processors.detectors.verification import ChangeLedger
-from processors.model import Finding, Step
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 # The same notion of a system-wide check as FM-3.2's default.
@@ -38,13 +38,16 @@ class IncorrectVerification(Detector):
 
 
 class _IncorrectVerificationRun(DetectorRun):
+    __slots__ = ("config", "detector", "ledger")
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+
     def __init__(self, detector: IncorrectVerification) -> None:
         self.detector = detector
         self.config = detector.config
         self.ledger = ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        self.ledger.observe(step)
+        self.ledger.observe(step, run)
         return ()
 
     def on_close(self, run: Run) -> Iterable[Finding]:
@@ -59,37 +62,29 @@ class _IncorrectVerificationRun(DetectorRun):
                 last is not None
                 and self.detector.signals.health(last.tool_result) is Health.UNHEALTHY
             ):
-                return [self._unhealthy(last, None, answer, claim, run)]
+                return [self._unhealthy(last, last.tool_result, None, answer, claim, run)]
             return ()
         change = ledger.changes[-1]
-        if change.checks:
-            check = change.checks[-1]
-            if self.detector.signals.health(check.tool_result) is not Health.UNHEALTHY:
+        check = change.last_check
+        if change.checks and check is not None:
+            if self.detector.signals.health(check.result) is not Health.UNHEALTHY:
                 return ()
-            return [self._unhealthy(check, change.step, answer, claim, run)]
+            return [self._unhealthy(check.ref, check.result, change.ref, answer, claim, run)]
         if change.other_reads:
-            reads = list(change.other_reads)
+            reads = change.other_reads
             return [
                 self.detector.finding(
-                    at=change.step,
+                    at=change.ref,
                     rule="wrong_target",
                     confidence=0.75,
                     message=(
                         f"the run changed {', '.join(sorted(change.targets))} but checked other "
                         f"resources, then declared success"
                     ),
-                    evidence=[change.step, *reads[-5:], answer],
+                    evidence=[change.ref, *(r.ref for r in reads[-5:]), answer],
                     values={
                         "changed": sorted(change.targets),
-                        "checked": sorted(
-                            {
-                                t
-                                for r in reads
-                                for t in self.detector.classifier.classify(
-                                    r.tool_name, r.tool_arguments
-                                ).targets
-                            }
-                        ),
+                        "checked": sorted({t for r in reads for t in r.targets}),
                         "claim": claim,
                     },
                     run=run,
@@ -98,7 +93,13 @@ class _IncorrectVerificationRun(DetectorRun):
         return ()
 
     def _unhealthy(
-        self, check: Step, change: Step | None, answer: Step, claim: str, run: Run
+        self,
+        check: Step | StepRef,
+        check_result: str,
+        change: StepRef | None,
+        answer: Step,
+        claim: str,
+        run: Run,
     ) -> Finding:
         early = (
             change is not None
@@ -120,7 +121,7 @@ class _IncorrectVerificationRun(DetectorRun):
                 values={
                     "seconds_after_change": round(delay, 3),
                     "settle_seconds": self.config.min_settle_seconds,
-                    "check_result": short(check.tool_result),
+                    "check_result": short(check_result),
                     "claim": claim,
                 },
                 run=run,
@@ -131,6 +132,6 @@ class _IncorrectVerificationRun(DetectorRun):
             confidence=0.85,
             message=f"the run declared success while {check.tool_name} still showed a problem",
             evidence=evidence,
-            values={"check_result": short(check.tool_result), "claim": claim},
+            values={"check_result": short(check_result), "claim": claim},
             run=run,
         )

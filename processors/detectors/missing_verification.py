@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from processors.detectors.base import Detector, short
 from processors.detectors.config import MissingVerificationConfig
 from processors.detectors.verification import ChangeLedger
-from processors.model import Finding, Step
+from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
 
 
@@ -37,6 +37,9 @@ class MissingVerification(Detector):
 
 
 class _MissingVerificationRun(DetectorRun):
+    __slots__ = ("config", "detector", "ledger")
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+
     def __init__(self, detector: MissingVerification) -> None:
         self.detector = detector
         self.config = detector.config
@@ -48,7 +51,7 @@ class _MissingVerificationRun(DetectorRun):
         )
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        self.ledger.observe(step)
+        self.ledger.observe(step, run)
         return ()
 
     def on_close(self, run: Run) -> Iterable[Finding]:
@@ -58,8 +61,8 @@ class _MissingVerificationRun(DetectorRun):
         ]
         findings = []
         for change in unchecked[-self.config.max_findings_per_run :]:
-            step = change.step
-            reads = list(change.other_reads)[-5:]
+            step = change.ref
+            reads = [read.ref for read in change.other_reads[-5:]]
             what = ", ".join(sorted(change.targets)) or "the system"
             findings.append(
                 self.detector.finding(
@@ -73,7 +76,7 @@ class _MissingVerificationRun(DetectorRun):
                     evidence=[step, *reads],
                     values={
                         "tool": step.tool_name,
-                        "arguments": short(step.tool_arguments),
+                        "arguments": short(change.arguments),
                         "targets": sorted(change.targets),
                         "reads_after_on_other_resources": [s.tool_name for s in reads],
                         "run_closed_by": run.closed_by,

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
+from processors.classify import ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import PrematureTerminationConfig
-from processors.detectors.signals import is_final_answer
+from processors.detectors.signals import Signals, is_final_answer
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
 
@@ -27,19 +29,26 @@ class PrematureTermination(Detector):
     version = "1.0"
     config: PrematureTerminationConfig
 
-    def open(self, run: Run) -> DetectorRun:
-        return _PrematureRun(self)
-
-
-class _PrematureRun(DetectorRun):
-    def __init__(self, detector: PrematureTermination) -> None:
-        self.detector = detector
-        self.config = detector.config
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+        super().__init__(config, classifier, signals)
         self.required = (
             re.compile(self.config.required_final_pattern, re.IGNORECASE)
             if self.config.required_final_pattern
             else None
         )
+
+    def open(self, run: Run) -> DetectorRun:
+        return _PrematureRun(self)
+
+
+class _PrematureRun(DetectorRun):
+    __slots__ = ("config", "detector", "last_model", "last_tool", "required")
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+
+    def __init__(self, detector: PrematureTermination) -> None:
+        self.detector = detector
+        self.config = detector.config
+        self.required = detector.required
         self.last_tool: Step | None = None
         self.last_model: Step | None = None
 

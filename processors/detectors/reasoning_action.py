@@ -49,6 +49,9 @@ class ReasoningAction(Detector):
 
 
 class _ReasoningRun(DetectorRun):
+    __slots__ = ("config", "detector", "findings", "names", "observed", "reasoning", "terms")
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+
     def __init__(self, detector: ReasoningAction) -> None:
         self.detector = detector
         self.config = detector.config
@@ -134,8 +137,9 @@ class _ReasoningRun(DetectorRun):
             findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets
-        result = (step.tool_result or step.error).lower()
-        self.observed.update(t for t in self.terms if t not in self.observed and t in result)
+        if len(self.observed) < len(self.terms):
+            result = (step.tool_result or step.error).lower()
+            self.observed.update(t for t in self.terms if t not in self.observed and t in result)
         return findings
 
     def _compare(

@@ -4,23 +4,38 @@ and whether the run ended claiming success."""
 from __future__ import annotations
 
 import re
-from collections import deque
 from dataclasses import dataclass, field
 
 from processors.classify import ActionClassifier, ActionKind
 from processors.detectors.signals import Signals, is_final_answer
-from processors.model import Step, StepKind
+from processors.model import Step, StepKind, StepRef
+from processors.window import Run
 
 _KEPT_READS = 8
 
 
 @dataclass(slots=True)
-class Change:
-    step: Step
+class Read:
+    """A successful read-only call after a change: where, what it returned, what it named."""
+
+    ref: StepRef
+    result: str
     targets: frozenset[str]
-    # The latest successful reads on its targets, and on other resources.
-    checks: deque[Step] = field(default_factory=lambda: deque(maxlen=_KEPT_READS))
-    other_reads: deque[Step] = field(default_factory=lambda: deque(maxlen=_KEPT_READS))
+
+
+@dataclass(slots=True)
+class Change:
+    """A successful mutating call and the reads that followed it."""
+
+    ref: StepRef
+    # Its arguments (the text a finding about it quotes) and the resources they name.
+    arguments: str
+    targets: frozenset[str]
+    # How many reads on its targets followed, and the latest of them.
+    checks: int = 0
+    last_check: Read | None = None
+    # The latest reads on other resources (at most `_KEPT_READS`).
+    other_reads: list[Read] = field(default_factory=list)
 
 
 class ChangeLedger:
@@ -42,7 +57,7 @@ class ChangeLedger:
         self.final_answer: Step | None = None
         self.last_read: Step | None = None
 
-    def observe(self, step: Step) -> None:
+    def observe(self, step: Step, run: Run) -> None:
         if step.kind is StepKind.LLM:
             self.final_answer = step if is_final_answer(step) else None
             return
@@ -51,7 +66,7 @@ class ChangeLedger:
         self.final_answer = None
         action = self.classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is ActionKind.MUTATING:
-            self.changes.append(Change(step, action.targets))
+            self.changes.append(Change(run.ref(step), step.tool_arguments, action.targets))
             if len(self.changes) > self.max_changes:
                 self.changes.pop(0)
                 self.dropped += 1
@@ -59,12 +74,19 @@ class ChangeLedger:
         if action.kind is not ActionKind.READ:
             return
         self.last_read = step
+        if not self.changes:
+            return
         generic = not action.targets and bool(self.check_tool.search(step.tool_name))
+        read = Read(run.ref(step), step.tool_result, action.targets)
         for change in self.changes:
             if generic or not change.targets or change.targets & action.targets:
-                change.checks.append(step)
+                change.checks += 1
+                change.last_check = read
             else:
-                change.other_reads.append(step)
+                reads = change.other_reads
+                reads.append(read)
+                if len(reads) > _KEPT_READS:
+                    del reads[0]
 
     def claims_success(self) -> bool:
         answer = self.final_answer

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, short
 from processors.detectors.config import WithholdingConfig
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
 _FAILURE_WORDS = ("error", "fail", "denied", "forbidden", "refused", "not found", "timeout")
@@ -24,8 +24,10 @@ _MAX_CALLS_PER_AGENT = 1024
 
 @dataclass(slots=True)
 class _Knowledge:
-    reads: dict[str, Step] = field(default_factory=dict)  # canonical call → its step
-    failures: list[Step] = field(default_factory=list)
+    # A hash of the canonical call → where the agent first made it.
+    reads: dict[int, StepRef] = field(default_factory=dict)
+    # Failed calls: where, and what the failure said (cut as a finding quotes it).
+    failures: list[tuple[StepRef, str]] = field(default_factory=list)
 
 
 class Withholding(Detector):
@@ -39,14 +41,18 @@ class Withholding(Detector):
 
 
 class _WithholdingRun(DetectorRun):
+    __slots__ = ("changed_since", "detector", "handed", "known", "reported", "reported_calls")
+    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL})
+
     def __init__(self, detector: Withholding) -> None:
         self.detector = detector
         self.known: dict[str, _Knowledge] = {}
         # Receiver → (hand-off step, what the sender had read by then).
-        self.handed: dict[str, tuple[Step, dict[str, Step]]] = {}
+        self.handed: dict[str, tuple[Step, dict[int, StepRef]]] = {}
         # Once anything changes the system, reading again is checking, not redoing.
         self.changed_since: set[str] = set()
         self.reported: set[str] = set()
+        self.reported_calls: set[int] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is StepKind.HANDOFF and step.target_agent:
@@ -57,21 +63,21 @@ class _WithholdingRun(DetectorRun):
         classifier = self.detector.classifier
         if step.failed:
             if len(knowledge.failures) < _MAX_CALLS_PER_AGENT:
-                knowledge.failures.append(step)
+                knowledge.failures.append((run.ref(step), short(step.error or step.tool_result)))
             return ()
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is ActionKind.MUTATING:
             self.changed_since.update(self.handed)
             return ()
-        key = classifier.canonical_call(step.tool_name, step.tool_arguments)
+        key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
         handed = self.handed.get(step.agent)
-        if len(knowledge.reads) < _MAX_CALLS_PER_AGENT:
-            knowledge.reads.setdefault(key, step)
-        if handed is None or key not in handed[1] or key in self.reported:
+        if len(knowledge.reads) < _MAX_CALLS_PER_AGENT and key not in knowledge.reads:
+            knowledge.reads[key] = run.ref(step)
+        if handed is None or key not in handed[1] or key in self.reported_calls:
             return ()
         if step.agent in self.changed_since:
             return ()
-        self.reported.add(key)
+        self.reported_calls.add(key)
         handoff, sender_reads = handed
         earlier = sender_reads[key]
         return [
@@ -101,12 +107,13 @@ class _WithholdingRun(DetectorRun):
         unmentioned = [
             f
             for f in sender.failures
-            if f.tool_name.lower() not in message and not any(w in message for w in _FAILURE_WORDS)
+            if f[0].tool_name.lower() not in message
+            and not any(w in message for w in _FAILURE_WORDS)
         ]
         if not unmentioned or f"error:{step.span_id}" in self.reported:
             return []
         self.reported.add(f"error:{step.span_id}")
-        failed = unmentioned[-1]
+        failed, failure = unmentioned[-1]
         return [
             self.detector.finding(
                 at=step,
@@ -120,7 +127,7 @@ class _WithholdingRun(DetectorRun):
                 values={
                     "sender": step.agent,
                     "receiver": step.target_agent,
-                    "error": short(failed.error or failed.tool_result),
+                    "error": failure,
                     "handoff_message": short(step.input_text),
                 },
                 run=run,
