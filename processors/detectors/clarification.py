@@ -38,7 +38,16 @@ class Clarification(Detector):
 
 
 class _ClarificationRun(DetectorRun):
-    __slots__ = ("config", "detector", "known", "reported", "task_seen", "told", "unclear")
+    __slots__ = (
+        "config",
+        "detector",
+        "known",
+        "last_learnt",
+        "reported",
+        "task_seen",
+        "told",
+        "unclear",
+    )
     kinds = frozenset(
         {StepKind.HUMAN, StepKind.LLM, StepKind.AGENT, StepKind.HANDOFF, StepKind.TOOL}
     )
@@ -51,8 +60,13 @@ class _ClarificationRun(DetectorRun):
         self.task_seen = False
         self.told = False  # has the agent been given any task text to judge targets by?
         self.reported = 0
+        # Every model call of a run usually carries the same prompt: learnt once is enough.
+        self.last_learnt = ""
 
     def _learn(self, text: str) -> None:
+        if text == self.last_learnt:
+            return
+        self.last_learnt = text
         if len(self.known) < _MAX_WORDS:
             self.known |= words(text)
 
@@ -71,8 +85,11 @@ class _ClarificationRun(DetectorRun):
             # What the agent is told (prompts, hand-offs) names things; its own output does not.
             self._learn(step.input_text)
             self.told = self.told or bool(step.input_text)
-            asks = not step.tool_calls and step.output_text.rstrip().endswith("?")
-            if step.kind is StepKind.LLM and asks:
+            if (
+                step.kind is StepKind.LLM
+                and not step.tool_calls
+                and step.output_text.rstrip().endswith("?")
+            ):
                 self.unclear = None
             return ()
         if step.kind is not StepKind.TOOL or not step.tool_name:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-from processors.classify import ActionKind
+from processors.classify import ActionClassifier, ActionKind
 from processors.detectors.base import Detector, short
 from processors.detectors.config import ReasoningActionConfig
-from processors.detectors.signals import words
+from processors.detectors.signals import Signals, words
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
 
@@ -44,12 +45,16 @@ class ReasoningAction(Detector):
     version = "1.0"
     config: ReasoningActionConfig
 
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+        super().__init__(config, classifier, signals)
+        self.terms = [t.lower() for t in self.config.observation_terms]
+
     def open(self, run: Run) -> DetectorRun:
         return _ReasoningRun(self)
 
 
 class _ReasoningRun(DetectorRun):
-    __slots__ = ("config", "detector", "findings", "names", "observed", "reasoning", "terms")
+    __slots__ = ("config", "detector", "findings", "names", "reasoning", "unobserved")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: ReasoningAction) -> None:
@@ -57,10 +62,10 @@ class _ReasoningRun(DetectorRun):
         self.config = detector.config
         self.reasoning: dict[str, Step] = {}  # agent → its last model output before a call
         self.names: set[str] = set()  # resources the run's calls have acted on
-        # The observation terms some tool result has shown so far (not the results: memory
-        # stays the size of the term list however long the run).
-        self.observed: set[str] = set()
-        self.terms = [t.lower() for t in self.config.observation_terms]
+        # The observation terms no tool result has shown yet, in the configured order (not
+        # the results: memory stays the size of the term list however long the run). Shared
+        # with the detector until the first one is seen.
+        self.unobserved: list[str] = detector.terms
         self.findings = 0
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
@@ -113,8 +118,10 @@ class _ReasoningRun(DetectorRun):
                 )
         else:
             self.reasoning.pop(step.agent, None)
-        lowered = text.lower()
-        unsupported = [t for t in self.terms if t not in self.observed and t in lowered]
+        unsupported = []
+        if self.unobserved:
+            lowered = text.lower()
+            unsupported = [t for t in self.unobserved if t in lowered]
         if unsupported and not self.detector.signals.negation.search(text):
             findings.extend(
                 self._emit(
@@ -137,9 +144,11 @@ class _ReasoningRun(DetectorRun):
             findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets
-        if len(self.observed) < len(self.terms):
+        if self.unobserved:
             result = (step.tool_result or step.error).lower()
-            self.observed.update(t for t in self.terms if t not in self.observed and t in result)
+            shown = [t for t in self.unobserved if t in result]
+            if shown:
+                self.unobserved = [t for t in self.unobserved if t not in shown]
         return findings
 
     def _compare(

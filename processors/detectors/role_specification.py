@@ -52,15 +52,33 @@ def _tool_list(value: Any) -> frozenset[str] | None:
 
 
 class _RoleRun(DetectorRun):
-    __slots__ = ("calls", "config", "detector", "read_only", "reported", "role_tools")
+    __slots__ = (
+        "calls",
+        "config",
+        "detector",
+        "kept_changes",
+        "kept_per_tool",
+        "read_only",
+        "reported",
+        "role_tools",
+        "tracked",
+    )
 
     def __init__(self, detector: RoleSpecification) -> None:
         self.detector = detector
         self.config = detector.config
         self.role_tools: dict[str, frozenset[str]] = {}
         self.read_only: set[str] = set()
-        # Each call's digest, whether it changed the system, and (only then) its arguments.
+        # Calls kept for the check at close, in call order: each call's digest, whether it
+        # changed the system, and (only then) its arguments. Whether a call breaks its role
+        # at close depends only on its agent and tool, or its agent and its changing the
+        # system, and at most `max_findings_per_run` findings are made, in call order: so the
+        # first that many calls of each (agent, tool) not yet reported for it, and the first
+        # that many changes of each agent, are all the check at close can report.
         self.calls: list[tuple[StepRef, bool, str]] = []
+        self.kept_per_tool: dict[tuple[str, str], int] = {}
+        self.kept_changes: dict[str, int] = {}
+        self.tracked = 0
         self.reported: set[tuple[str, str]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
@@ -79,9 +97,31 @@ class _RoleRun(DetectorRun):
             self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
             is ActionKind.MUTATING
         )
-        if len(self.calls) < _MAX_TRACKED_CALLS:
-            self.calls.append((run.ref(step), mutating, step.tool_arguments if mutating else ""))
-        return self._check(step, mutating, step.tool_arguments, run)
+        findings = self._check(step, mutating, step.tool_arguments, run)
+        if self.tracked < _MAX_TRACKED_CALLS:
+            self.tracked += 1
+            self._keep(step, mutating, run)
+        return findings
+
+    def _keep(self, step: Step, mutating: bool, run: Run) -> None:
+        limit = self.config.max_findings_per_run
+        agent = step.agent
+        tool = (agent, step.tool_name)
+        for_tool = ("tool_outside_role", step.span_id) not in self.reported and (
+            self.kept_per_tool.get(tool, 0) < limit
+        )
+        for_change = (
+            mutating
+            and self.kept_changes.get(agent, 0) < limit
+            and ("read_only_role_mutates", step.span_id) not in self.reported
+        )
+        if not (for_tool or for_change):
+            return
+        if for_tool:
+            self.kept_per_tool[tool] = self.kept_per_tool.get(tool, 0) + 1
+        if for_change:
+            self.kept_changes[agent] = self.kept_changes.get(agent, 0) + 1
+        self.calls.append((run.ref(step), mutating, step.tool_arguments if mutating else ""))
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []

@@ -156,10 +156,14 @@ def words(text: str) -> frozenset[str]:
     """The lower-cased words of a text that could name something (no stop words). A compound
     name also gives its parts: a pod `checkout-7d9f` names the deployment `checkout`.
     Cached: the same prompts and results recur across a fleet's runs."""
-    found: set[str] = set()
-    for word in set(_WORD.findall(text.lower())):
-        word = word.strip("._-")
-        found.add(word)
-        if "-" in word or "." in word or "_" in word:
-            found.update(p for p in _PARTS.split(word) if len(p) >= 3)
+    found = set(_WORD.findall(text.lower()))
+    # Most words are plain letters and digits; only compounds need trimming and splitting.
+    compounds = [word for word in found if not word.isalnum()]
+    if compounds:
+        found.difference_update(compounds)
+        for word in compounds:
+            word = word.strip("._-")
+            found.add(word)
+            if "-" in word or "." in word or "_" in word:
+                found.update(p for p in _PARTS.split(word) if len(p) >= 3)
     return frozenset(found - _STOPWORDS)

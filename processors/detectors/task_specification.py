@@ -25,7 +25,7 @@ from processors.detectors.config import TaskSpecificationConfig
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
 
-# Tool calls remembered per run for the check at close.
+# Tool calls checked again at close (the first ones of a run).
 _MAX_TRACKED_CALLS = 4096
 
 
@@ -82,18 +82,29 @@ class _TaskSpecificationRun(DetectorRun):
         "config",
         "detector",
         "findings",
+        "kept_changes",
+        "kept_per_tool",
         "policy",
         "policy_version",
         "reported",
         "steps",
         "tokens",
+        "tracked",
     )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: TaskSpecification) -> None:
         self.detector = detector
         self.config = detector.config
+        # The calls kept for the check at close, in call order. Whether a call breaks the
+        # final policy depends only on its tool (not allowed) or on its changing the system
+        # (read-only task), and at most `max_findings_per_run` findings are made, in call
+        # order: so the first that many calls of each tool not yet reported for it, and the
+        # first that many changes, are all the check at close can report.
         self.calls: list[_Call] = []
+        self.kept_per_tool: dict[str, int] = {}
+        self.kept_changes = 0
+        self.tracked = 0
         self.reported: set[tuple[str, str]] = set()  # (rule, span id)
         self.budgets_reported: set[str] = set()
         self.steps = 0
@@ -112,18 +123,38 @@ class _TaskSpecificationRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         policy = self._policy(run)
         findings: list[Finding] = []
-        if step.kind in (StepKind.LLM, StepKind.TOOL):
-            self.steps += 1
-            self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
+        self.steps += 1
+        self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
+        if policy.max_steps or policy.max_tokens or policy.max_seconds:
             findings.extend(self._budgets(step, run, policy))
         if step.kind is StepKind.TOOL and step.tool_name:
             action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
             mutating = action.kind is ActionKind.MUTATING
-            if len(self.calls) < _MAX_TRACKED_CALLS:
-                arguments = step.tool_arguments if mutating else ""
-                self.calls.append(_Call(run.ref(step), mutating, arguments))
-            findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
+            if policy.allowed_tools is not None or (policy.read_only and mutating):
+                findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
+            if self.tracked < _MAX_TRACKED_CALLS:
+                self.tracked += 1
+                self._keep(step, mutating, run)
         return findings
+
+    def _keep(self, step: Step, mutating: bool, run: Run) -> None:
+        limit = self.config.max_findings_per_run
+        tool = step.tool_name
+        for_tool = ("tool_not_allowed", step.span_id) not in self.reported and (
+            self.kept_per_tool.get(tool, 0) < limit
+        )
+        for_change = (
+            mutating
+            and self.kept_changes < limit
+            and ("mutation_in_read_only_task", step.span_id) not in self.reported
+        )
+        if not (for_tool or for_change):
+            return
+        if for_tool:
+            self.kept_per_tool[tool] = self.kept_per_tool.get(tool, 0) + 1
+        if for_change:
+            self.kept_changes += 1
+        self.calls.append(_Call(run.ref(step), mutating, step.tool_arguments if mutating else ""))
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         policy = task_policy(self.config, run.attributes)
