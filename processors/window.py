@@ -89,6 +89,11 @@ def dispatch_plan(detectors: Iterable[DetectorRun]) -> DispatchPlan:
     }
 
 
+def closing_plan(detectors: Iterable[DetectorRun]) -> tuple[int, ...]:
+    """The positions of the detectors that decide anything when a run closes."""
+    return tuple(i for i, d in enumerate(detectors) if type(d).on_close is not DetectorRun.on_close)
+
+
 class Run:
     """What the collector knows about one run while it is open."""
 
@@ -99,6 +104,7 @@ class Run:
         "attributes_version",
         "close_at",
         "closed_by",
+        "closing",
         "conversation_id",
         "detectors",
         "end_ns",
@@ -139,6 +145,7 @@ class Run:
         self.attributes_version = 0
         self.detectors: list[DetectorRun] = []
         self.plan: DispatchPlan = {}
+        self.closing: tuple[int, ...] = ()
         # The last step digested by `ref`, so the detectors that remember it share one digest.
         self.ref_step: Step | None = None
         self.ref_of: StepRef | None = None
@@ -330,7 +337,7 @@ class RunWindows:
         self._close_due: list[tuple[float, str]] = []
         self._closed: OrderedDict[str, None] = OrderedDict()
         # Dispatch plans by the detectors' classes (the same for every run of one factory).
-        self._plans: dict[tuple[type, ...], DispatchPlan] = {}
+        self._plans: dict[tuple[type, ...], tuple[DispatchPlan, tuple[int, ...]]] = {}
         self.stats = WindowStats()
 
     @property
@@ -359,10 +366,11 @@ class RunWindows:
             run = Run(trace_id, self.config.max_steps_per_run, now)
             run.detectors = self._open_detectors(run)
             classes = tuple(type(d) for d in run.detectors)
-            plan = self._plans.get(classes)
-            if plan is None:
-                plan = self._plans[classes] = dispatch_plan(run.detectors)
-            run.plan = plan
+            plans = self._plans.get(classes)
+            if plans is None:
+                plans = (dispatch_plan(run.detectors), closing_plan(run.detectors))
+                self._plans[classes] = plans
+            run.plan, run.closing = plans
             self._runs[trace_id] = run
             self.stats.runs_opened += 1
         else:
@@ -512,8 +520,11 @@ class RunWindows:
             outcome, score = run_outcome(run.attributes)
             out.outcomes.append(OutcomeUpdate(run.trace_id, outcome, score))
         else:
-            for detector in run.detectors:
-                out.findings.extend(self._stamp(run, detector.on_close(run)))
+            detectors = run.detectors
+            for i in run.closing:
+                produced = detectors[i].on_close(run)
+                if produced:
+                    out.findings.extend(self._stamp(run, produced))
             out.signatures.append(run.signature())
             if self.keep_transcripts:
                 out.transcripts.append(Transcript(run.trace_id, tuple(run.window)))

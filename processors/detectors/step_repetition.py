@@ -126,11 +126,15 @@ class _StepRepetitionRun(DetectorRun):
     def _cycle(self, token: _Token, step: StepRef) -> list[StepRef] | None:
         self.recent.append((token, step))
         repeats = self.config.min_cycle_repeats
+        if len(self.recent) < 2 * repeats:
+            return None  # too few calls yet for the shortest cycle
         tokens = [t for t, _ in self.recent]
         for period in range(2, self.config.max_cycle_period + 1):
             span = period * repeats
             if len(tokens) < span:
                 break
+            if tokens[-1] != tokens[-1 - period]:
+                continue  # the last call does not repeat the one a period earlier
             tail = tokens[-span:]
             if len(set(tail[:period])) < 2:
                 continue  # one call repeated: the same_call rule's business

@@ -44,6 +44,8 @@ class _TerminationRun(DetectorRun):
     __slots__ = (
         "after_final",
         "after_success",
+        "budget",
+        "budget_version",
         "changed_targets",
         "config",
         "detector",
@@ -71,6 +73,9 @@ class _TerminationRun(DetectorRun):
         )
         self.steps = 0
         self.reported: set[str] = set()
+        # The run's step budget (0: none), read again only when its attributes change.
+        self.budget = 0
+        self.budget_version = -1
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []
@@ -87,9 +92,17 @@ class _TerminationRun(DetectorRun):
                     run,
                 )
             )
-        if step.kind in (StepKind.LLM, StepKind.TOOL):
+        if step.kind is StepKind.LLM or step.kind is StepKind.TOOL:
             self.steps += 1
-            findings.extend(self._past_budget(step, run))
+            if self.budget_version != run.attributes_version:
+                self.budget_version = run.attributes_version
+                budget = run.attributes.get(conventions.TASK_MAX_STEPS)
+                if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
+                    self.budget = budget
+                else:
+                    self.budget = 0
+            if self.budget and self.steps == self.budget + self.config.steps_past_budget:
+                findings.extend(self._past_budget(step, run))
         if step.kind is StepKind.LLM:
             if is_final_answer(step):
                 self.final_answer.setdefault(step.agent, step)
@@ -184,11 +197,7 @@ class _TerminationRun(DetectorRun):
         )
 
     def _past_budget(self, step: Step, run: Run) -> list[Finding]:
-        budget = run.attributes.get(conventions.TASK_MAX_STEPS)
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-            return []
-        if self.steps != budget + self.config.steps_past_budget:
-            return []
+        budget = self.budget
         return self._report(
             "past_budget",
             step,
