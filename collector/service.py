@@ -179,6 +179,11 @@ class Service:
             status["grpc"] = self.grpc.stats
         if self.http:
             status["http"] = self.http.stats
+        receive = (self.grpc.cpu_seconds if self.grpc else 0.0) + (
+            self.http.cpu_seconds if self.http else 0.0
+        )
+        # CPU seconds by stage: what to divide by spans received to see where time goes.
+        status["stages"] = {"receive": receive, **self.pipeline.stage_seconds}
         return status
 
     def stop(self, grace_s: float = 5.0) -> None:

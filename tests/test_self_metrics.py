@@ -139,3 +139,16 @@ def test_every_metric_the_dashboards_and_rules_use_is_served(scraped):
     missing = used_metric_names() - served
     assert not missing, missing
     assert len(used_metric_names()) >= 12
+
+
+def test_cpu_time_by_stage(scraped):
+    """Every stage a span goes through reports the CPU it took, in health and as a counter:
+    what an operator divides by spans received to see where the time goes."""
+    _, _, _, families, health = scraped
+    stages = health["stages"]
+    assert set(stages) == {"receive", "redact", "normalize", "detect", "store"}
+    for stage, seconds in stages.items():
+        assert seconds > 0, stage
+        scraped_seconds = value(families, "mast_otel_stage_cpu_seconds_total", stage=stage)
+        # The scrape came before the health read, so it can only be behind.
+        assert 0 < scraped_seconds <= seconds
