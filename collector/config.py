@@ -155,6 +155,10 @@ class StorageConfig:
     batch_max_rows: int = 20_000
     # Buffered rows are written at least this often: one columnar insert per table.
     flush_interval_s: float = 1.0
+    # When nothing is queued and a closed run's signature waits, write this soon instead (0:
+    # off): signatures are queryable about this long after the grace period, at the cost of
+    # more, smaller inserts only while the collector has time to spare.
+    eager_flush_interval_s: float = 0.25
     # A batch that fails with a transient error (connection, timeout, too many parts, ...) is
     # tried this many times in all. Retries carry the batch's deduplication token, so a batch
     # the store did take before the error is not stored twice.
@@ -325,6 +329,11 @@ class Config:
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"{key} must be greater than 0, got {value}")
+        if self.storage.eager_flush_interval_s < 0:
+            raise ConfigError(
+                "storage.eager_flush_interval_s must be 0 (off) or more, "
+                f"got {self.storage.eager_flush_interval_s}"
+            )
         if not 1 <= self.receivers.max_value_depth <= 256:
             raise ConfigError(
                 f"receivers.max_value_depth must be between 1 and 256, "

@@ -600,7 +600,7 @@ class Pipeline:
         ticked = _cpu()
         self.stage_seconds["detect"] += ticked - started
         try:
-            if self.exporter.flush(now):
+            if self.exporter.flush(now, idle=self._queue.empty()):
                 self._confirm()
         except Exception as exc:
             # Rows stay buffered (and the requests in the spool) and are written later.

@@ -65,6 +65,7 @@ class Service:
             max_buffered_rows=storage.max_buffered_rows,
             retry_initial_s=storage.retry_initial_s,
             retry_max_s=storage.retry_max_s,
+            eager_flush_interval_s=storage.eager_flush_interval_s,
         )
         self.spool: Spool | None = None
         recovered = None
