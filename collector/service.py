@@ -3,6 +3,7 @@ order. `serve` and `demo` both run one of these."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -92,6 +93,10 @@ class Service:
         self._stopped = threading.Event()
 
     def start(self) -> None:
+        threshold = self.config.pipeline.gc_gen0_threshold
+        if threshold:
+            # Process-wide: the collector is the process's one job.
+            gc.set_threshold(threshold, *gc.get_threshold()[1:])
         self.pipeline.start()
         receivers = self.config.receivers
         if receivers.grpc.enabled:
