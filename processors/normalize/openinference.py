@@ -117,8 +117,9 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         return step
 
     if kind is StepKind.LLM:
-        inputs = _messages(attrs, LLM_INPUT_MESSAGES)
-        prompts = _messages(attrs, LLM_PROMPTS)
+        groups = values.indexed_all(attrs)  # one pass for the four lists below
+        inputs = _messages(attrs, LLM_INPUT_MESSAGES, groups)
+        prompts = _messages(attrs, LLM_PROMPTS, groups)
         if inputs:
             step.input_messages = len(inputs)
             last_user = _last_user_text(inputs)
@@ -129,8 +130,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
             last_user = input_value
         step.input_text = values.truncate(last_user, input_max)
 
-        outputs = _messages(attrs, LLM_OUTPUT_MESSAGES)
-        choices = _messages(attrs, LLM_CHOICES)
+        outputs = _messages(attrs, LLM_OUTPUT_MESSAGES, groups)
+        choices = _messages(attrs, LLM_CHOICES, groups)
         if outputs:
             texts = [_message_text(message) for message in outputs.values()]
             calls = [call for m in outputs.values() for call in _tool_calls(m, max_text)]
@@ -150,9 +151,18 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     return step
 
 
-def _messages(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
-    """Indexed entries under `prefix`, flattened or (rarely) sent as one structured list."""
-    found = values.indexed(attrs, prefix)
+def _messages(
+    attrs: Mapping[str, Any],
+    prefix: str,
+    groups: dict[str, dict[int, dict[str, Any]]] | None = None,
+) -> dict[int, dict[str, Any]]:
+    """Indexed entries under `prefix`, flattened or (rarely) sent as one structured list.
+
+    `groups` is `values.indexed_all(attrs)` when the caller reads several lists of `attrs`."""
+    if groups is None:
+        found = values.indexed(attrs, prefix)
+    else:
+        found = values.sorted_entries(groups, prefix)
     if found:
         return found
     listed = attrs.get(prefix)

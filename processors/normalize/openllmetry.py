@@ -66,8 +66,9 @@ def recognises(record: SpanRecord) -> bool:
         return True
     # One pass over the names, no grouping: every GenAI span is asked this first.
     prompt, completion = PROMPT_PREFIX + ".", COMPLETION_PREFIX + "."
+    markers = (TRACELOOP_PREFIX, prompt, completion)
     for key in attrs:
-        if not isinstance(key, str):
+        if not isinstance(key, str) or not key.startswith(markers):
             continue
         if key.startswith(TRACELOOP_PREFIX):
             return True
@@ -87,8 +88,9 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
 
     span_kind = values.name(attrs.get(SPAN_KIND)).lower()
     request_type = values.name(attrs.get(REQUEST_TYPE)).lower()
-    prompts = values.indexed(attrs, PROMPT_PREFIX)
-    completions = values.indexed(attrs, COMPLETION_PREFIX)
+    groups = values.indexed_all(attrs)  # one pass for both lists
+    prompts = values.sorted_entries(groups, PROMPT_PREFIX)
+    completions = values.sorted_entries(groups, COMPLETION_PREFIX)
     if span_kind:
         step.kind = SPAN_KINDS.get(span_kind, StepKind.OTHER)
     elif request_type:

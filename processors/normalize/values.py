@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -71,6 +72,8 @@ _TOOL_CALL_PART_TYPES = frozenset({"tool_call", "function", "function_call", "to
 
 def mapping(value: object) -> Mapping[str, Any]:
     """`value` if it is a mapping, else an empty one: records built by hand may carry None."""
+    if type(value) is dict:  # decoded records: skip the slower abstract-class check
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -136,6 +139,49 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
             continue
         found.setdefault(int(index), {})[rest] = value
     return dict(sorted(found.items()))
+
+
+# `<prefix>.<index>.<rest>` split at the first all-digit segment after the first segment.
+_INDEXED_NAME = re.compile(r"(.*?)\.([0-9]+)\.(.+)", re.DOTALL)
+
+
+def indexed_all(attrs: Mapping[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    """`indexed(attrs, prefix)` for every prefix at once, gathered in one pass over the names.
+
+    A reader that asks for several lists (input and output messages, prompts and choices) pays
+    for one pass instead of one per list. Only prefixes without an all-digit segment of their
+    own are found (every list name the dialects use): for those, the index is the name's first
+    all-digit segment. Entries are in name order; `sorted_entries` orders them by index.
+    """
+    groups: dict[str, dict[int, dict[str, Any]]] = {}
+    split = _INDEXED_NAME.fullmatch
+    for key, value in attrs.items():
+        if not isinstance(key, str):
+            continue
+        match = split(key)
+        if match is None:
+            continue
+        prefix, index, rest = match.groups()
+        if len(index) > _INDEX_DIGITS_MAX:
+            continue
+        found = groups.get(prefix)
+        if found is None:
+            found = groups[prefix] = {}
+        number = int(index)
+        entry = found.get(number)
+        if entry is None:
+            found[number] = {rest: value}
+        else:
+            entry[rest] = value
+    return groups
+
+
+def sorted_entries(
+    groups: dict[str, dict[int, dict[str, Any]]], prefix: str
+) -> dict[int, dict[str, Any]]:
+    """The entries `indexed_all` found under `prefix`, ordered by index like `indexed`."""
+    found = groups.get(prefix)
+    return dict(sorted(found.items())) if found else {}
 
 
 def flatten(value: object, prefix: str = "", depth: int = 0) -> dict[str, Any]:
@@ -282,12 +328,15 @@ def parse_json(value: object) -> Any:
     GenAI message attributes may be sent structured or as JSON strings, and OpenLLMetry
     serializes inputs and outputs as JSON; both read the same after this.
     """
-    if isinstance(value, list | dict):
-        return value
-    if isinstance(value, bytes | bytearray):
-        value = bytes(value).decode("utf-8", errors="replace")
-    if not isinstance(value, str):
+    if value is None:  # the usual case: the attribute is absent
         return None
+    if type(value) is not str:
+        if isinstance(value, list | dict):
+            return value
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value).decode("utf-8", errors="replace")
+        if not isinstance(value, str):
+            return None
     text = value.strip()
     if not text or text[0] not in "[{":
         return None
@@ -333,6 +382,11 @@ def clip(value: object, limit: int) -> str:
 
 def name(value: object) -> str:
     """An identifier-like field (name, id, model): scalars only, short."""
+    if type(value) is str:  # the usual case, without the general coercion
+        text = value.strip()
+        return text if len(text) <= NAME_MAX else truncate(text, NAME_MAX)
+    if value is None:
+        return ""
     if isinstance(value, list | dict | tuple):
         return ""
     return truncate(to_str(value).strip(), NAME_MAX)
