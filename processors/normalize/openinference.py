@@ -117,7 +117,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         return step
 
     if kind is StepKind.LLM:
-        groups = values.indexed_all(attrs)  # one pass for the four lists below
+        lists = (LLM_INPUT_MESSAGES, LLM_PROMPTS, LLM_OUTPUT_MESSAGES, LLM_CHOICES)
+        groups = values.indexed_many(attrs, lists)  # one pass for the four lists
         inputs = _messages(attrs, LLM_INPUT_MESSAGES, groups)
         prompts = _messages(attrs, LLM_PROMPTS, groups)
         if inputs:
@@ -158,11 +159,8 @@ def _messages(
 ) -> dict[int, dict[str, Any]]:
     """Indexed entries under `prefix`, flattened or (rarely) sent as one structured list.
 
-    `groups` is `values.indexed_all(attrs)` when the caller reads several lists of `attrs`."""
-    if groups is None:
-        found = values.indexed(attrs, prefix)
-    else:
-        found = values.sorted_entries(groups, prefix)
+    `groups` is `values.indexed_many(attrs, ...)` when the caller reads several lists."""
+    found = values.indexed(attrs, prefix) if groups is None else groups[prefix]
     if found:
         return found
     listed = attrs.get(prefix)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -141,47 +140,30 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(found.items()))
 
 
-# `<prefix>.<index>.<rest>` split at the first all-digit segment after the first segment.
-_INDEXED_NAME = re.compile(r"(.*?)\.([0-9]+)\.(.+)", re.DOTALL)
-
-
-def indexed_all(attrs: Mapping[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
-    """`indexed(attrs, prefix)` for every prefix at once, gathered in one pass over the names.
+def indexed_many(
+    attrs: Mapping[str, Any], prefixes: tuple[str, ...]
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """`indexed(attrs, prefix)` for each of `prefixes`, gathered in one pass over the names.
 
     A reader that asks for several lists (input and output messages, prompts and choices) pays
-    for one pass instead of one per list. Only prefixes without an all-digit segment of their
-    own are found (every list name the dialects use): for those, the index is the name's first
-    all-digit segment. Entries are in name order; `sorted_entries` orders them by index.
+    for one pass instead of one per list; names under none of the prefixes are passed over
+    with a single check.
     """
-    groups: dict[str, dict[int, dict[str, Any]]] = {}
-    split = _INDEXED_NAME.fullmatch
+    starts = tuple(prefix + "." for prefix in prefixes)
+    found: dict[str, dict[int, dict[str, Any]]] = {prefix: {} for prefix in prefixes}
     for key, value in attrs.items():
-        if not isinstance(key, str):
+        if not isinstance(key, str) or not key.startswith(starts):
             continue
-        match = split(key)
-        if match is None:
-            continue
-        prefix, index, rest = match.groups()
-        if len(index) > _INDEX_DIGITS_MAX:
-            continue
-        found = groups.get(prefix)
-        if found is None:
-            found = groups[prefix] = {}
-        number = int(index)
-        entry = found.get(number)
-        if entry is None:
-            found[number] = {rest: value}
-        else:
-            entry[rest] = value
-    return groups
-
-
-def sorted_entries(
-    groups: dict[str, dict[int, dict[str, Any]]], prefix: str
-) -> dict[int, dict[str, Any]]:
-    """The entries `indexed_all` found under `prefix`, ordered by index like `indexed`."""
-    found = groups.get(prefix)
-    return dict(sorted(found.items())) if found else {}
+        for prefix, start in zip(prefixes, starts, strict=True):
+            if not key.startswith(start):
+                continue
+            index, _, rest = key[len(start) :].partition(".")
+            if not rest or not index.isascii() or not index.isdigit():
+                continue
+            if len(index) > _INDEX_DIGITS_MAX:
+                continue
+            found[prefix].setdefault(int(index), {})[rest] = value
+    return {prefix: dict(sorted(entries.items())) for prefix, entries in found.items()}
 
 
 def flatten(value: object, prefix: str = "", depth: int = 0) -> dict[str, Any]:
