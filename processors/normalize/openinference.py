@@ -117,10 +117,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         return step
 
     if kind is StepKind.LLM:
-        lists = (LLM_INPUT_MESSAGES, LLM_PROMPTS, LLM_OUTPUT_MESSAGES, LLM_CHOICES)
-        groups = values.indexed_many(attrs, lists)  # one pass for the four lists
-        inputs = _messages(attrs, LLM_INPUT_MESSAGES, groups)
-        prompts = _messages(attrs, LLM_PROMPTS, groups)
+        inputs = _messages(attrs, LLM_INPUT_MESSAGES)
+        prompts = _messages(attrs, LLM_PROMPTS)
         if inputs:
             step.input_messages = len(inputs)
             last_user = _last_user_text(inputs)
@@ -131,8 +129,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
             last_user = input_value
         step.input_text = values.truncate(last_user, input_max)
 
-        outputs = _messages(attrs, LLM_OUTPUT_MESSAGES, groups)
-        choices = _messages(attrs, LLM_CHOICES, groups)
+        outputs = _messages(attrs, LLM_OUTPUT_MESSAGES)
+        choices = _messages(attrs, LLM_CHOICES)
         if outputs:
             texts = [_message_text(message) for message in outputs.values()]
             calls = [call for m in outputs.values() for call in _tool_calls(m, max_text)]
@@ -152,15 +150,9 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     return step
 
 
-def _messages(
-    attrs: Mapping[str, Any],
-    prefix: str,
-    groups: dict[str, dict[int, dict[str, Any]]] | None = None,
-) -> dict[int, dict[str, Any]]:
-    """Indexed entries under `prefix`, flattened or (rarely) sent as one structured list.
-
-    `groups` is `values.indexed_many(attrs, ...)` when the caller reads several lists."""
-    found = values.indexed(attrs, prefix) if groups is None else groups[prefix]
+def _messages(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """Indexed entries under `prefix`, flattened or (rarely) sent as one structured list."""
+    found = values.indexed(attrs, prefix)
     if found:
         return found
     listed = attrs.get(prefix)

@@ -88,9 +88,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
 
     span_kind = values.name(attrs.get(SPAN_KIND)).lower()
     request_type = values.name(attrs.get(REQUEST_TYPE)).lower()
-    groups = values.indexed_many(attrs, (PROMPT_PREFIX, COMPLETION_PREFIX))  # one pass for both
-    prompts = groups[PROMPT_PREFIX]
-    completions = groups[COMPLETION_PREFIX]
+    prompts = values.indexed(attrs, PROMPT_PREFIX)
+    completions = values.indexed(attrs, COMPLETION_PREFIX)
     if span_kind:
         step.kind = SPAN_KINDS.get(span_kind, StepKind.OTHER)
     elif request_type:
