@@ -58,6 +58,7 @@ STORE_WRITE_ERRORS = f"{PREFIX}_store_write_errors"
 STORE_WRITE_SECONDS = f"{PREFIX}_store_write_duration_seconds"
 STORE_BUFFERED_ROWS = f"{PREFIX}_store_buffered_rows"
 BUILD_INFO = f"{PREFIX}_build_info"
+STAGE_CPU_SECONDS = f"{PREFIX}_stage_cpu_seconds"
 
 # The names as Prometheus stores them (counters with `_total`), for queries and rules.
 COUNTERS = (
@@ -79,6 +80,7 @@ COUNTERS = (
     STORE_ROWS_WRITTEN,
     STORE_BATCHES_WRITTEN,
     STORE_WRITE_ERRORS,
+    STAGE_CPU_SECONDS,
 )
 GAUGES = (QUEUE_ITEMS, QUEUE_CAPACITY, RUNS_OPEN, STORE_BUFFERED_ROWS, BUILD_INFO)
 HISTOGRAMS = (STORE_WRITE_SECONDS,)
@@ -106,6 +108,14 @@ class HealthCollector(Collector):
         yield from _receiver_metrics(status)
         yield from _pipeline_metrics(status)
         yield from _store_metrics(status.get("store", {}))
+        stages = CounterMetricFamily(
+            STAGE_CPU_SECONDS,
+            "CPU seconds spent by stage (receive, redact, normalize, detect, store)",
+            labels=["stage"],
+        )
+        for stage, seconds in status.get("stages", {}).items():
+            stages.add_metric([stage], seconds)
+        yield stages
         info = GaugeMetricFamily(BUILD_INFO, "mast-otel version", labels=["version"])
         info.add_metric([__version__], 1)
         yield info

@@ -52,8 +52,19 @@ from processors.window import RunWindows, WindowOutput
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+# The stages whose CPU time the pipeline reports: limits and redaction, normalization into
+# steps, the windows and detectors, and the store's writes (encoding and inserts).
+PIPELINE_STAGES = ("redact", "normalize", "detect", "store")
+_cpu = time.thread_time
 WallClock = Callable[[], int]
 
+_ENCODINGS: dict[RecordKind, str] = {
+    RecordKind.TRACES_PROTOBUF: "protobuf",
+    RecordKind.LOGS_PROTOBUF: "protobuf",
+    RecordKind.TRACES_JSON: "json",
+    RecordKind.LOGS_JSON: "json",
+}
 _RECORD_KINDS: dict[tuple[str, str], RecordKind] = {
     ("traces", "protobuf"): RecordKind.TRACES_PROTOBUF,
     ("logs", "protobuf"): RecordKind.LOGS_PROTOBUF,
@@ -123,6 +134,8 @@ class _Batch:
     stored: bool = False
     # Request bytes it holds in the queue.
     size: int = 0
+    # Whether its records' values must be scanned for secrets (see `Redactor.needs_scan`).
+    scan: bool = True
 
 
 class _Ledger:
@@ -219,6 +232,8 @@ class Pipeline:
         # by an earlier process (or be re-sent copies), so they are looked up before writing.
         self._unverified: set[str] = set()
         self._skew_ns = int(config.limits.max_clock_skew_s * 1e9)
+        # CPU seconds of the pipeline's thread by stage (receivers count their own).
+        self.stage_seconds: dict[str, float] = dict.fromkeys(PIPELINE_STAGES, 0.0)
 
     # -- the consumer side, called by receivers ---------------------------------------------
 
@@ -295,7 +310,8 @@ class Pipeline:
                     self.stats.requests_refused += 1
                     self.stats.spool_refusals += 1
                 raise Refused(str(exc), self.config.pipeline.retry_after_s) from exc
-        self._queue.put(_Batch(kind, items, entry, size=size))
+        scan = raw is None or self.redactor.needs_scan(raw.data, raw.encoding)
+        self._queue.put(_Batch(kind, items, entry, size=size, scan=scan))
 
     @property
     def queue_depth(self) -> int:
@@ -433,6 +449,7 @@ class Pipeline:
                 break
             try:
                 batch = _decode(kind, payload, depth)
+                batch.scan = self.redactor.needs_scan(payload, _ENCODINGS[kind])
             except OtlpDecodeError as exc:
                 # Written only after decoding once, so this means the limits changed (depth)
                 # or the disk corrupted it past the checksum: nothing to rebuild.
@@ -465,26 +482,34 @@ class Pipeline:
         entry = batch.entry if batch is not None else None
         replayed = batch is not None and batch.replayed
         stored = batch is not None and batch.stored
+        scan = batch is None or batch.scan
         self.stats.spans_received += len(spans)
         max_text = self.config.pipeline.max_step_text
         wall = self.wall_clock()
         out = WindowOutput()
         export: list[SpanRecord] = []
         checks: list[bool] = []
+        redact = normalize = detect = 0.0
         for record in spans:
             try:
+                started = _cpu()
                 self.limits.span(record)
-                self.redactor.span(record)
+                self.redactor.span(record, scan)
+                redacted = _cpu()
                 step = normalize_span(record, max_text=max_text)
                 if step is None:
                     self.stats.spans_unrecognised += 1
                     step = bare_step(record)
+                normalized = _cpu()
+                redact += redacted - started
+                normalize += normalized - redacted
                 self._place_in_time(step, record.start_ns, record.end_ns, wall)
                 trace_id = step.trace_id
                 duplicate = self.windows.seen(trace_id, step.span_id)
                 after_close = self.windows.is_closed(trace_id)
                 opened = not after_close and not self.windows.is_open(trace_id)
                 out.extend(self.windows.add(step, now))
+                detect += _cpu() - normalized
             except Exception:
                 self.stats.processing_errors += 1
                 log.exception(
@@ -502,9 +527,15 @@ class Pipeline:
             if not stored:
                 export.append(record)
                 checks.append(replayed or after_close or trace_id in self._unverified)
+        stages = self.stage_seconds
+        stages["redact"] += redact
+        stages["normalize"] += normalize
+        stages["detect"] += detect
+        started = _cpu()
         if export:
             self.exporter.add_spans(export, checks)
         self._emit(out)
+        stages["store"] += _cpu() - started
 
     def process_logs(
         self, logs: list[LogRecord], now: float | None = None, *, source: Any = None
@@ -513,15 +544,22 @@ class Pipeline:
         batch: _Batch | None = source
         entry = batch.entry if batch is not None else None
         stored = batch is not None and batch.stored
+        scan = batch is None or batch.scan
         self.stats.logs_received += len(logs)
         max_text = self.config.pipeline.max_step_text
         wall = self.wall_clock()
         out = WindowOutput()
+        stages = self.stage_seconds
         for record in logs:
             try:
+                started = _cpu()
                 self.limits.log(record)
-                self.redactor.log(record)
+                self.redactor.log(record, scan)
+                redacted = _cpu()
                 step = normalize_log(record, max_text=max_text)
+                normalized = _cpu()
+                stages["redact"] += redacted - started
+                stages["normalize"] += normalized - redacted
                 if step is None:
                     continue
                 moment = record.time_ns or record.observed_time_ns
@@ -533,13 +571,16 @@ class Pipeline:
                     and self.windows.is_open(step.trace_id)
                 ):
                     self._ledger.touched(step.trace_id, entry.segment)
+                stages["detect"] += _cpu() - normalized
             except Exception:
                 self.stats.processing_errors += 1
                 log.exception("analysing a log record failed")
+        started = _cpu()
         if not stored:
             # Log records carry no id: the exporter looks every one up before writing.
             self.exporter.add_logs(logs)
         self._emit(out)
+        stages["store"] += _cpu() - started
 
     def _place_in_time(self, step: Step, start_ns: int, end_ns: int, wall_ns: int) -> None:
         """Count impossible times and clocks far off. The span is stored as sent and its step
@@ -553,15 +594,19 @@ class Pipeline:
             self.stats.clock_skew += 1
 
     def tick(self, now: float) -> None:
+        started = _cpu()
         self._emit(self._guarded(lambda: self.windows.tick(now)))
         self._relieve_spool()
+        ticked = _cpu()
+        self.stage_seconds["detect"] += ticked - started
         try:
-            if self.exporter.flush(now):
+            if self.exporter.flush(now, idle=self._queue.empty()):
                 self._confirm()
         except Exception as exc:
             # Rows stay buffered (and the requests in the spool) and are written later.
             self.stats.export_errors += 1
             log.error("writing to the store failed (%s); will retry with backoff", exc)
+        self.stage_seconds["store"] += _cpu() - ticked
         for stage in self._after_export:
             try:
                 stage(now, False)

@@ -3,6 +3,7 @@ order. `serve` and `demo` both run one of these."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -65,6 +66,7 @@ class Service:
             max_buffered_rows=storage.max_buffered_rows,
             retry_initial_s=storage.retry_initial_s,
             retry_max_s=storage.retry_max_s,
+            eager_flush_interval_s=storage.eager_flush_interval_s,
         )
         self.spool: Spool | None = None
         recovered = None
@@ -91,6 +93,10 @@ class Service:
         self._stopped = threading.Event()
 
     def start(self) -> None:
+        threshold = self.config.pipeline.gc_gen0_threshold
+        if threshold:
+            # Process-wide: the collector is the process's one job.
+            gc.set_threshold(threshold, *gc.get_threshold()[1:])
         self.pipeline.start()
         receivers = self.config.receivers
         if receivers.grpc.enabled:
@@ -179,6 +185,11 @@ class Service:
             status["grpc"] = self.grpc.stats
         if self.http:
             status["http"] = self.http.stats
+        receive = (self.grpc.cpu_seconds if self.grpc else 0.0) + (
+            self.http.cpu_seconds if self.http else 0.0
+        )
+        # CPU seconds by stage: what to divide by spans received to see where time goes.
+        status["stages"] = {"receive": receive, **self.pipeline.stage_seconds}
         return status
 
     def stop(self, grace_s: float = 5.0) -> None:

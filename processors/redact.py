@@ -6,8 +6,11 @@ on attribute keys (the whole value goes) and on string values (the match goes, o
 `secret` group, so "Authorization: Bearer [REDACTED]" still says what it was). Attributes
 matching a truncation rule are cut to a configured length. Everything is counted.
 
-All value rules run as one combined expression, so a value is scanned once whatever the
-number of rules. Pure logic on records: the pipeline calls `Redactor.span`/`log` on each.
+Nearly no record holds a secret, so the value rules run only where they can match: each
+default rule has a hint (what every match of it contains), and RE2 looks for all hints in one
+linear pass, first over a whole protobuf request's bytes (`needs_scan`: most requests stop
+there, with only their keys checked), then over a record's text, then over each value. Pure
+logic on records: the pipeline calls `Redactor.span`/`log` on each.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
+
+import re2
 
 from processors.limits import truncate_text
 from processors.records import Attributes, AttrValue, LogRecord, SpanRecord
@@ -55,28 +61,63 @@ DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
     r"(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?",
 )
 
-# Literal keywords (case-insensitive regex alternatives) at least one of which appears in any
-# match of each default rule. A value without any of them is not scanned by these rules.
-_HINTS: dict[str, tuple[str, ...]] = dict(
+# What every match of each default rule contains, as a pattern over the UTF-8 bytes of the
+# lowercased text, so that text without it is not run through the rule. Each is a necessary
+# condition, looser than its rule, run by RE2 (one linear pass for all of them, where Python's
+# engine would try every rule at every position): `_WS` stands for the rule's whitespace (a
+# Unicode space is 2-3 high bytes), and repetition bounds are dropped where the rule counts
+# characters that may take several bytes.
+_WS = r"[\t\n\x0b\x0c\r\x1c-\x1f \x80-\xff]"
+_HINTS: dict[str, str] = dict(
     zip(
         DEFAULT_REDACTED_VALUE_PATTERNS,
         (
-            ("bearer",),
-            ("basic",),
-            ("akia", "asia", "agpa", "aida", "aroa", "anpa"),
-            ("aws_secret", "aws_session"),
-            ("://",),
-            ("-token", "-passw", "-secret", "-api", "-access", "-client", "-auth"),
-            ("passw", "pwd", "secret", "api", "token"),
-            ("gh[pousr]_",),
-            ("sk-",),
-            ("xox",),
-            ("eyj",),
-            ("private key",),
+            rf"bearer{_WS}+[a-z0-9\-._~+/]{{8}}",
+            rf"basic{_WS}+[a-z0-9+/]{{8}}",
+            r"(?:akia|asia|agpa|aida|aroa|anpa)[0-9a-z]{16}",
+            r"aws_(?:secret_access_key|session_token)",
+            r"://[^\s:/?#@]+:[^\s@/?#]+@",
+            r"-(?:token|passw(?:or)?d|secret|api[-_]?key|access[-_]?key|client[-_]secret"
+            rf"|auth[-_]?token)(?:=|{_WS})",
+            rf"(?:passw(?:or)?d|pwd|secret|api[-_]?key|token)[\"']?{_WS}*[:=]",
+            r"gh[pousr]_[a-z0-9]{30}",
+            r"sk-(?:ant-|proj-)?[a-z0-9_\-]{20}",
+            r"xox[abprs]-[a-z0-9-]{10}",
+            r"eyj[a-z0-9_-]{8}",
+            r"private key-----",
         ),
         strict=True,
     )
 )
+
+# Characters that match an ASCII letter of a rule under IGNORECASE but do not lowercase to
+# it: replaced (as UTF-8) by that letter before hints read the bytes.
+_FOLD_UTF8 = tuple(
+    (c.encode(), letter)
+    for c, letter in (("\u0130", b"i"), ("\u0131", b"i"), ("\u017f", b"s"), ("\u212a", b"k"))
+)
+
+
+def _hint(pattern: str) -> Any:
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.never_capture = True
+    return re2.compile(pattern.encode(), options)
+
+
+def folded(data: bytes) -> bytes:
+    """Bytes as hints read them: ASCII lowercased, IGNORECASE-only letters made ASCII."""
+    lowered = data.lower()
+    for marker, letter in _FOLD_UTF8:
+        if marker in lowered:
+            lowered = lowered.replace(marker, letter)
+    return lowered
+
+
+def _utf8(text: str) -> bytes:
+    # Lone surrogates (JSON may carry them) pass through: they are no letters anyway.
+    return text.encode("utf-8", "surrogatepass")
+
 
 # The shortest value a default rule can match; shorter strings are not scanned.
 _MIN_SCANNED = 8
@@ -112,14 +153,12 @@ class RedactionConfig:
 class CompiledRules:
     keys: re.Pattern[str] | None
     truncate_keys: re.Pattern[str] | None
-    # Value rules whose keywords the trigger looks for (the defaults), and the others.
-    hinted: tuple[re.Pattern[str], ...]
+    # Value rules with a known hint (the defaults), each with its hint, and the others (run
+    # over every value).
+    hinted: tuple[tuple[re.Pattern[str], Any], ...]
     unhinted: tuple[re.Pattern[str], ...]
-    # Finds any keyword of a hinted rule: one fast scan decides whether a value needs more.
-    trigger: re.Pattern[str] | None
-    # Per hinted rule, its own keywords: a value is run through a rule only if they appear in
-    # it (a span with a URL somewhere must not send every long value through every rule).
-    hints: tuple[re.Pattern[str], ...] = ()
+    # Any hint of a hinted rule: one pass says whether a text needs the rules at all.
+    any_hint: Any = None
 
 
 def _scoped(pattern: str) -> str:
@@ -155,28 +194,27 @@ def compile_rules(config: RedactionConfig) -> CompiledRules:
         "redaction.truncate_key_patterns", config.truncate_key_patterns, re.IGNORECASE
     )
     _check("redaction.value_patterns", config.value_patterns)
-    hinted: list[re.Pattern[str]] = []
+    hinted: list[tuple[re.Pattern[str], Any]] = []
     unhinted: list[re.Pattern[str]] = []
-    keywords: list[str] = []
-    per_rule: list[re.Pattern[str]] = []
+    hints: list[str] = []
     for pattern in config.value_patterns:
-        hints = _HINTS.get(pattern)
-        if hints is None:
+        hint = _HINTS.get(pattern)
+        if hint is None:
             unhinted.append(re.compile(pattern))
         else:
-            hinted.append(re.compile(pattern))
-            keywords.extend(hints)
-            per_rule.append(re.compile("|".join(hints)))
-    # Matched against lowercased text: much faster than an IGNORECASE alternation.
-    trigger = re.compile("|".join(dict.fromkeys(keywords))) if keywords else None
-    return CompiledRules(keys, truncate, tuple(hinted), tuple(unhinted), trigger, tuple(per_rule))
+            hinted.append((re.compile(pattern), _hint(hint)))
+            hints.append(hint)
+    any_hint = _hint("|".join(f"(?:{h})" for h in hints)) if hints else None
+    return CompiledRules(keys, truncate, tuple(hinted), tuple(unhinted), any_hint)
 
 
 class Redactor:
     """Applies the redaction rules to records in place and counts what it changed.
 
     Counters (in `stats`): values_redacted (matches replaced in values), keys_redacted
-    (whole values replaced for their key), values_truncated (cut by a truncation rule).
+    (whole values replaced for their key), values_truncated (cut by a truncation rule),
+    requests_screened (protobuf requests in which no value rule can match anywhere, whose
+    records had their keys checked but not their values scanned).
     """
 
     def __init__(self, config: RedactionConfig) -> None:
@@ -184,6 +222,9 @@ class Redactor:
         self.rules = compile_rules(config)
         self.stats: Counter[str] = Counter()
         self._key_verdicts: dict[str, tuple[bool, bool]] = {}
+        # The hinted rules the record being redacted may match; values are scanned at all
+        # only when some are, or when there are rules without hints.
+        self._rules: list[tuple[re.Pattern[str], Any]] = []
         self._scan = False
 
     @property
@@ -193,38 +234,60 @@ class Redactor:
             rules.keys or rules.truncate_keys or rules.hinted or rules.unhinted
         )
 
-    def span(self, record: SpanRecord) -> None:
+    def needs_scan(self, data: bytes, encoding: str) -> bool:
+        """Whether the records of a request (its body as received, decompressed) must have
+        their values scanned. In protobuf every string value is its UTF-8 bytes as they are,
+        so when no rule's hint is anywhere in the body, no value can match: one pass over the
+        body instead of one per value (most requests hold no secret). JSON (escapes) and
+        rules without hints are always scanned."""
+        rules = self.rules
+        if not self.active or (not rules.hinted and not rules.unhinted):
+            return False
+        if rules.unhinted or encoding != "protobuf":
+            return True
+        if rules.any_hint.search(folded(data)) is not None:
+            return True
+        self.stats["requests_screened"] += 1
+        return False
+
+    def span(self, record: SpanRecord, scan: bool = True) -> None:
+        """Redact one span. `scan=False` (its request passed `needs_scan`) checks keys only."""
         if not self.active:
             return
         maps = [record.attributes, record.resource_attributes]
         maps.extend(event.attributes for event in record.events)
         maps.extend(link.attributes for link in record.links)
-        self._scan = self._needs_scan(maps, record.status_message)
+        self._prepare(scan, maps, record.status_message)
         for attributes in maps:
             self._attributes(attributes)
-        record.status_message = self._text(record.status_message)
+        if self._scan:
+            record.status_message = self._text(record.status_message)
 
-    def log(self, record: LogRecord) -> None:
+    def log(self, record: LogRecord, scan: bool = True) -> None:
         if not self.active:
             return
         maps = [record.attributes, record.resource_attributes]
-        self._scan = self._needs_scan(maps, record.body)
+        self._prepare(scan, maps, record.body)
         for attributes in maps:
             self._attributes(attributes)
-        record.body = self._value(record.body)
+        if self._scan:
+            record.body = self._value(record.body)
 
-    def _needs_scan(self, maps: list[Attributes], extra: AttrValue) -> bool:
-        """Whether any string in the record holds a keyword of the default rules: one scan of
-        the record's text instead of one per value, since nearly every record has none."""
-        trigger = self.rules.trigger
-        if trigger is None:
-            return False
-        texts: list[str] = []
-        for attributes in maps:
-            for value in attributes.values():
-                _collect_text(value, texts)
-        _collect_text(extra, texts)
-        return bool(texts) and trigger.search("\n".join(texts).lower()) is not None
+    def _prepare(self, scan: bool, maps: list[Attributes], extra: AttrValue) -> None:
+        """Which hinted rules this record's text may match: one pass over all its text
+        instead of one per value, since nearly every record matches none."""
+        self._rules = []
+        if scan and self.rules.hinted:
+            texts: list[str] = []
+            for attributes in maps:
+                for value in attributes.values():
+                    _collect_text(value, texts)
+            _collect_text(extra, texts)
+            if texts:
+                lowered = folded(_utf8("\n".join(texts)))
+                if self.rules.any_hint.search(lowered) is not None:
+                    self._rules = [rule for rule in self.rules.hinted if rule[1].search(lowered)]
+        self._scan = bool(self._rules or self.rules.unhinted)
 
     def _verdict(self, key: str) -> tuple[bool, bool]:
         verdict = self._key_verdicts.get(key)
@@ -240,6 +303,7 @@ class Redactor:
         return verdict
 
     def _attributes(self, attributes: Attributes) -> None:
+        scan = self._scan
         for key, value in attributes.items():
             secret, truncate = self._verdict(key)
             if secret:
@@ -247,17 +311,21 @@ class Redactor:
                     attributes[key] = self.config.replacement
                     self.stats["keys_redacted"] += 1
                 continue
-            if isinstance(value, str | list | dict):
-                value = self._value(value)
-                if truncate and isinstance(value, str):
+            if isinstance(value, str):
+                if scan:
+                    value = self._text(value)
+                if truncate:
                     value, cut = truncate_text(value, self.config.truncate_bytes)
                     if cut:
                         self.stats["values_truncated"] += 1
                 attributes[key] = value
+            elif isinstance(value, list | dict):
+                # Maps inside values have keys of their own.
+                attributes[key] = self._value(value)
 
     def _value(self, value: AttrValue) -> AttrValue:
         if isinstance(value, str):
-            return self._text(value)
+            return self._text(value) if self._scan else value
         if isinstance(value, list):
             return [self._value(item) for item in value]
         if isinstance(value, dict):
@@ -272,15 +340,14 @@ class Redactor:
         return value
 
     def _text(self, text: str) -> str:
-        rules = self.rules
         if len(text) < _MIN_SCANNED:
             return text
-        if self._scan:
-            lowered = text.lower()
-            for pattern, hint in zip(rules.hinted, rules.hints, strict=True):
-                if hint.search(lowered):
+        if self._rules:
+            lowered = folded(_utf8(text))
+            for pattern, hint in self._rules:
+                if hint.search(lowered) is not None:
                     text = pattern.sub(self._replace, text)
-        for pattern in rules.unhinted:
+        for pattern in self.rules.unhinted:
             text = pattern.sub(self._replace, text)
         return text
 

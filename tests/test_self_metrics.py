@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.config import Config
+from collector.config import Config, ConfigError
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
 from collector.service import Service
@@ -139,3 +139,36 @@ def test_every_metric_the_dashboards_and_rules_use_is_served(scraped):
     missing = used_metric_names() - served
     assert not missing, missing
     assert len(used_metric_names()) >= 12
+
+
+def test_cpu_time_by_stage(scraped):
+    """Every stage a span goes through reports the CPU it took, in health and as a counter:
+    what an operator divides by spans received to see where the time goes."""
+    _, _, _, families, health = scraped
+    stages = health["stages"]
+    assert set(stages) == {"receive", "redact", "normalize", "detect", "store"}
+    for stage, seconds in stages.items():
+        assert seconds > 0, stage
+        scraped_seconds = value(families, "mast_otel_stage_cpu_seconds_total", stage=stage)
+        # The scrape came before the health read, so it can only be behind.
+        assert 0 < scraped_seconds <= seconds
+
+
+def test_serve_sets_the_garbage_collection_threshold_it_is_given(tmp_path):
+    import gc
+
+    config = loopback_config(tmp_path / "store")
+    config = dataclasses.replace(
+        config, pipeline=dataclasses.replace(config.pipeline, gc_gen0_threshold=12_345)
+    )
+    before = gc.get_threshold()
+    service = Service(config)
+    service.start()
+    try:
+        assert gc.get_threshold() == (12_345, *before[1:])
+    finally:
+        service.stop()
+        gc.set_threshold(*before)
+    bad = dataclasses.replace(config.pipeline, gc_gen0_threshold=-1)
+    with pytest.raises(ConfigError, match="gc_gen0_threshold"):
+        dataclasses.replace(config, pipeline=bad).validate()

@@ -248,3 +248,24 @@ def test_partial_signatures_of_a_split_run_are_replaced_by_the_whole(store):
     runs = queries.runs_per_minute(store, scope, by=("outcome",))
     assert [(r["outcome"], r["runs"], r["fatal_runs"]) for r in runs] == [("failure", 1, 0)]
     assert queries.signatures(store)[0]["modes"] == ["FM-1.3", "FM-3.2"]
+
+
+def test_signatures_are_written_early_only_when_the_collector_is_idle(store):
+    """A closed run's signature waits `eager_flush_interval_s`, not `flush_interval_s`, when
+    nothing else is queued; a busy collector keeps its batches, and spans alone wait."""
+    exporter = ClickHouseExporter(store, 1000, 60, eager_flush_interval_s=0.25)
+    exporter.add_spans([span(1, 0, T0)])
+    exporter.flush(0, force=True)  # the clock of the last write starts at 0
+    exporter.add_spans([span(1, 1, T0)])
+    assert exporter.flush(1.0, idle=True) is False  # spans alone are not hurried
+    exporter.add_signatures([signature(1, T0 + MINUTE, {}, "success")])
+    assert exporter.flush(1.0, idle=False) is False  # busy: wait for the interval
+    assert exporter.flush(0.2, idle=True) is False  # idle, but not yet 0.25 s
+    assert exporter.flush(1.0, idle=True) is True
+    assert len(queries.signatures(store)) == 1
+    assert store.query("SELECT count() AS n FROM otel.otel_traces")[0]["n"] == 2
+    off = ClickHouseExporter(store, 1000, 60)
+    off.add_spans([span(2, 0, T0)])
+    off.flush(0, force=True)
+    off.add_signatures([signature(2, T0 + MINUTE, {}, "success")])
+    assert off.flush(5.0, idle=True) is False

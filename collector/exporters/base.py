@@ -29,7 +29,7 @@ class Exporter(Protocol):
 
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None: ...
 
-    def flush(self, now: float, force: bool = False) -> bool: ...
+    def flush(self, now: float, force: bool = False, idle: bool = False) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -62,7 +62,7 @@ class MemoryExporter:
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
         self.outcomes.extend(outcomes)
 
-    def flush(self, now: float, force: bool = False) -> bool:
+    def flush(self, now: float, force: bool = False, idle: bool = False) -> bool:
         return True
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 _NS = pa.timestamp("ns", tz="UTC")
 _MS = pa.timestamp("ms", tz="UTC")
-_STR_MAP = pa.map_(pa.string(), pa.string())
 
 
 def attr_to_str(value: AttrValue) -> str:
@@ -65,6 +64,32 @@ def _jsonable(value: AttrValue) -> Any:
 
 def _str_map(attributes: dict[str, AttrValue]) -> list[tuple[str, str]]:
     return [(key, attr_to_str(value)) for key, value in attributes.items()]
+
+
+def _map_array(maps: Iterable[dict[str, AttrValue]]) -> pa.Array:
+    """A Map(String, String) column from attribute maps, built from flat key and value lists
+    and offsets: pyarrow converts those in C, where a list of pairs per row costs a Python
+    tuple per attribute."""
+    offsets = [0]
+    keys: list[str] = []
+    values: list[str] = []
+    for attributes in maps:
+        keys.extend(attributes)
+        values.extend(v if type(v) is str else attr_to_str(v) for v in attributes.values())
+        offsets.append(len(keys))
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(values, pa.string())
+    )
+
+
+def _map_lists(lists: Iterable[list[dict[str, AttrValue]]]) -> pa.Array:
+    """A column of lists of attribute maps (events' or links' attributes)."""
+    offsets = [0]
+    flat: list[dict[str, AttrValue]] = []
+    for maps in lists:
+        flat.extend(maps)
+        offsets.append(len(flat))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), _map_array(flat))
 
 
 # The tables this exporter writes, in write order.
@@ -223,8 +248,10 @@ class ClickHouseExporter:
         max_buffered_rows: int = 50_000,
         retry_initial_s: float = 0.5,
         retry_max_s: float = 30.0,
+        eager_flush_interval_s: float = 0.0,
     ) -> None:
         self.store = store
+        self.eager_flush_interval_s = eager_flush_interval_s
         self.batch_max_rows = batch_max_rows
         self.flush_interval_s = flush_interval_s
         self.retry = retry or RetryPolicy()
@@ -282,15 +309,22 @@ class ClickHouseExporter:
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
         self._outcomes.extend(outcomes)
 
-    def flush(self, now: float, force: bool = False) -> bool:
+    def flush(self, now: float, force: bool = False, idle: bool = False) -> bool:
         """Write what is due. Returns True when nothing is left buffered (everything handed
         over so far is in the store), False when rows wait for a later flush; raises when the
-        store failed (rows stay buffered, the next attempt waits for the backoff)."""
+        store failed (rows stay buffered, the next attempt waits for the backoff).
+
+        `idle` (the caller has nothing else waiting) makes run signatures due after
+        `eager_flush_interval_s` instead of `flush_interval_s`: a closed run is queryable
+        sooner when there is time to spare, while a busy collector keeps its large batches."""
         if not self.buffered_rows:
             return True
         if not force and now < self._retry_at:
             return False
-        due = now - self._last_flush >= self.flush_interval_s
+        elapsed = now - self._last_flush
+        due = elapsed >= self.flush_interval_s or (
+            idle and bool(self._signatures) and 0 < self.eager_flush_interval_s <= elapsed
+        )
         if not (force or due or self.buffered_rows >= self.batch_max_rows):
             return False
         self._last_flush = now
@@ -590,12 +624,10 @@ def spans_table(spans: list[SpanRecord]) -> pa.Table:
             "SpanName": [s.name for s in spans],
             "SpanKind": [s.kind for s in spans],
             "ServiceName": [s.service_name for s in spans],
-            "ResourceAttributes": pa.array(
-                [_str_map(s.resource_attributes) for s in spans], _STR_MAP
-            ),
+            "ResourceAttributes": _map_array(s.resource_attributes for s in spans),
             "ScopeName": [s.scope_name for s in spans],
             "ScopeVersion": [s.scope_version for s in spans],
-            "SpanAttributes": pa.array([_str_map(s.attributes) for s in spans], _STR_MAP),
+            "SpanAttributes": _map_array(s.attributes for s in spans),
             "Duration": pa.array([max(0, s.end_ns - s.start_ns) for s in spans], pa.uint64()),
             "StatusCode": [s.status_code for s in spans],
             "StatusMessage": [s.status_message for s in spans],
@@ -605,9 +637,7 @@ def spans_table(spans: list[SpanRecord]) -> pa.Table:
             "Events.Name": pa.array(
                 [[e.name for e in s.events] for s in spans], pa.list_(pa.string())
             ),
-            "Events.Attributes": pa.array(
-                [[_str_map(e.attributes) for e in s.events] for s in spans], pa.list_(_STR_MAP)
-            ),
+            "Events.Attributes": _map_lists([e.attributes for e in s.events] for s in spans),
             "Links.TraceId": pa.array(
                 [[x.trace_id for x in s.links] for s in spans], pa.list_(pa.string())
             ),
@@ -617,9 +647,7 @@ def spans_table(spans: list[SpanRecord]) -> pa.Table:
             "Links.TraceState": pa.array(
                 [[x.trace_state for x in s.links] for s in spans], pa.list_(pa.string())
             ),
-            "Links.Attributes": pa.array(
-                [[_str_map(x.attributes) for x in s.links] for s in spans], pa.list_(_STR_MAP)
-            ),
+            "Links.Attributes": _map_lists([x.attributes for x in s.links] for s in spans),
         }
     )
 
@@ -637,12 +665,10 @@ def logs_table(logs: list[LogRecord]) -> pa.Table:
             ),
             "ServiceName": [r.service_name for r in logs],
             "Body": [attr_to_str(r.body) for r in logs],
-            "ResourceAttributes": pa.array(
-                [_str_map(r.resource_attributes) for r in logs], _STR_MAP
-            ),
+            "ResourceAttributes": _map_array(r.resource_attributes for r in logs),
             "ScopeName": [r.scope_name for r in logs],
             "ScopeVersion": [r.scope_version for r in logs],
-            "LogAttributes": pa.array([_str_map(r.attributes) for r in logs], _STR_MAP),
+            "LogAttributes": _map_array(r.attributes for r in logs),
             "EventName": [r.event_name for r in logs],
         }
     )

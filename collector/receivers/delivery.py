@@ -41,10 +41,22 @@ class ReceiverStats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(self.KEYS, 0)
+        self._cpu_seconds = 0.0
 
     def add(self, key: str, n: int = 1) -> None:
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + n
+
+    def add_cpu(self, seconds: float) -> None:
+        """CPU time a request thread spent parsing, decoding and handing a request over (the
+        pipeline's write-ahead included)."""
+        with self._lock:
+            self._cpu_seconds += seconds
+
+    @property
+    def cpu_seconds(self) -> float:
+        with self._lock:
+            return self._cpu_seconds
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:

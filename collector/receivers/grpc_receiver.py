@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import TypeVar
@@ -132,6 +133,11 @@ class GrpcReceiver:
         """A snapshot of the request and item counters."""
         return self._stats.snapshot()
 
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds request threads spent parsing, decoding and handing requests over."""
+        return self._stats.cpu_seconds
+
     def start(self) -> None:
         """Bind and start serving; raises RuntimeError when the endpoint cannot be bound."""
         with self._lock:
@@ -230,7 +236,11 @@ class GrpcReceiver:
         outcome = ExportOutcome()
         try:
             check_room(self._consumer, len(data), self._stats)
-            outcome = deliver(parse(data))
+            started = time.thread_time()
+            try:
+                outcome = deliver(parse(data))
+            finally:
+                self._stats.add_cpu(time.thread_time() - started)
         except OtlpDecodeError as exc:
             self._stats.add("decode_errors")
             code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)

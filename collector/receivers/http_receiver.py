@@ -25,6 +25,7 @@ import socket
 import socketserver
 import ssl
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -351,6 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         stats = receiver.stats_counter
         response: Message
+        started = time.thread_time()
         try:
             check_room(receiver.consumer, len(body), stats)
             if traces:
@@ -401,6 +403,8 @@ class _Handler(BaseHTTPRequestHandler):
                 media_type, 500, code_pb2.INTERNAL, "internal error while handling the export"
             )
             return
+        finally:
+            stats.add_cpu(time.thread_time() - started)
         self._send(200, _encode(response, media_type), media_type)
 
     # --- body -------------------------------------------------------------------------------
@@ -602,6 +606,11 @@ class HttpReceiver:
     def stats(self) -> dict[str, int]:
         """A snapshot of the request and item counters."""
         return self.stats_counter.snapshot()
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds request threads spent parsing, decoding and handing requests over."""
+        return self.stats_counter.cpu_seconds
 
     def health(self) -> tuple[int, str]:
         """Status and text for GET /healthz; a failing check reads as 503, not a crash."""
