@@ -82,6 +82,7 @@ class RecordLimits:
 
     def span(self, record: SpanRecord) -> None:
         config = self.config
+        limit = config.max_attribute_value_bytes
         dropped_attributes = _cap_attributes(record.attributes, config.max_attributes_per_span)
         if len(record.events) > config.max_events_per_span:
             dropped_events = len(record.events) - config.max_events_per_span
@@ -102,16 +103,27 @@ class RecordLimits:
             dropped_attributes = _cap_attributes(event.attributes, config.max_attributes_per_span)
             self.stats["attributes_dropped"] += dropped_attributes
             self._values(event.attributes)
-            event.time_ns = self._timestamp(event.time_ns)
+            time_ns = event.time_ns
+            if not 0 <= time_ns <= MAX_TIMESTAMP_NS:
+                event.time_ns = self._timestamp(time_ns)
         for link in record.links:
             self.stats["attributes_dropped"] += _cap_attributes(
                 link.attributes, config.max_attributes_per_span
             )
             self._values(link.attributes)
-        record.name, _ = self._text(record.name)
-        record.status_message, _ = self._text(record.status_message)
-        record.start_ns = self._timestamp(record.start_ns)
-        record.end_ns = self._timestamp(record.end_ns)
+        # Names and messages short enough to fit whatever their characters skip the cut.
+        name = record.name
+        if type(name) is not str or len(name) * 4 > limit:
+            record.name, _ = self._text(name)
+        message = record.status_message
+        if type(message) is not str or len(message) * 4 > limit:
+            record.status_message, _ = self._text(message)
+        start_ns = record.start_ns
+        if not 0 <= start_ns <= MAX_TIMESTAMP_NS:
+            record.start_ns = self._timestamp(start_ns)
+        end_ns = record.end_ns
+        if not 0 <= end_ns <= MAX_TIMESTAMP_NS:
+            record.end_ns = self._timestamp(end_ns)
 
     def log(self, record: LogRecord) -> None:
         dropped = _cap_attributes(record.attributes, self.config.max_attributes_per_span)
@@ -137,8 +149,13 @@ class RecordLimits:
         return text, cut
 
     def _values(self, attributes: Attributes) -> None:
+        limit = self.config.max_attribute_value_bytes
         for key, value in attributes.items():
-            if isinstance(value, str | bytes | list | dict):
+            if type(value) is str:
+                # Most values are short text that fits whatever its characters: no encoding.
+                if len(value) * 4 > limit:
+                    attributes[key] = self._text(value)[0]
+            elif isinstance(value, str | bytes | list | dict):
                 attributes[key] = self._value(value)
 
     def _value(self, value: AttrValue) -> AttrValue:

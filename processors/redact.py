@@ -62,11 +62,11 @@ DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
 )
 
 # What every match of each default rule contains, as a pattern over the UTF-8 bytes of the
-# lowercased text, so that text without it is not run through the rule. Each is a necessary
-# condition, looser than its rule, run by RE2 (one linear pass for all of them, where Python's
-# engine would try every rule at every position): `_WS` stands for the rule's whitespace (a
-# Unicode space is 2-3 high bytes), and repetition bounds are dropped where the rule counts
-# characters that may take several bytes.
+# text, so that text without it is not run through the rule. Each is a necessary condition,
+# looser than its rule, run by RE2 ignoring ASCII case (one linear pass for all of them, where
+# Python's engine would try every rule at every position): `_WS` stands for the rule's
+# whitespace (a Unicode space is 2-3 high bytes), and repetition bounds are dropped where the
+# rule counts characters that may take several bytes.
 _WS = r"[\t\n\x0b\x0c\r\x1c-\x1f \x80-\xff]"
 _HINTS: dict[str, str] = dict(
     zip(
@@ -90,28 +90,46 @@ _HINTS: dict[str, str] = dict(
     )
 )
 
-# Characters that match an ASCII letter of a rule under IGNORECASE but do not lowercase to
-# it: replaced (as UTF-8) by that letter before hints read the bytes.
-_FOLD_UTF8 = tuple(
-    (c.encode(), letter)
-    for c, letter in (("\u0130", b"i"), ("\u0131", b"i"), ("\u017f", b"s"), ("\u212a", b"k"))
-)
+# Letters that match an ASCII letter of a rule under Python's IGNORECASE without being ASCII
+# (Kelvin sign, long s, dotted and dotless i): a hint's letter also matches their UTF-8 bytes.
+_UNICODE_FOLDS = {
+    "i": ("\u0130", "\u0131"),
+    "k": ("\u212a",),
+    "s": ("\u017f",),
+}
+
+
+def _with_folds(pattern: str) -> str:
+    """`pattern` with each literal i, k and s (outside classes and escapes) also matching the
+    UTF-8 bytes of the letters IGNORECASE takes for them."""
+    out: list[str] = []
+    in_class = escaped = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        elif not in_class and char in _UNICODE_FOLDS:
+            options = [char] + [
+                "".join(f"\\x{byte:02x}" for byte in folded.encode())
+                for folded in _UNICODE_FOLDS[char]
+            ]
+            out.append(f"(?:{'|'.join(options)})")
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def _hint(pattern: str) -> Any:
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1
+    options.case_sensitive = False
     options.never_capture = True
-    return re2.compile(pattern.encode(), options)
-
-
-def folded(data: bytes) -> bytes:
-    """Bytes as hints read them: ASCII lowercased, IGNORECASE-only letters made ASCII."""
-    lowered = data.lower()
-    for marker, letter in _FOLD_UTF8:
-        if marker in lowered:
-            lowered = lowered.replace(marker, letter)
-    return lowered
+    return re2.compile(_with_folds(pattern).encode(), options)
 
 
 def _utf8(text: str) -> bytes:
@@ -123,6 +141,8 @@ def _utf8(text: str) -> bytes:
 _MIN_SCANNED = 8
 _GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
 _KEY_CACHE_MAX = 10_000
+# The verdict of a key no rule names: (secret, truncate).
+_PLAIN = (False, False)
 
 
 @dataclass
@@ -245,7 +265,7 @@ class Redactor:
             return False
         if rules.unhinted or encoding != "protobuf":
             return True
-        if rules.any_hint.search(folded(data)) is not None:
+        if rules.any_hint.search(data) is not None:
             return True
         self.stats["requests_screened"] += 1
         return False
@@ -284,9 +304,9 @@ class Redactor:
                     _collect_text(value, texts)
             _collect_text(extra, texts)
             if texts:
-                lowered = folded(_utf8("\n".join(texts)))
-                if self.rules.any_hint.search(lowered) is not None:
-                    self._rules = [rule for rule in self.rules.hinted if rule[1].search(lowered)]
+                data = _utf8("\n".join(texts))
+                if self.rules.any_hint.search(data) is not None:
+                    self._rules = [rule for rule in self.rules.hinted if rule[1].search(data)]
         self._scan = bool(self._rules or self.rules.unhinted)
 
     def _verdict(self, key: str) -> tuple[bool, bool]:
@@ -297,6 +317,8 @@ class Redactor:
                 bool(rules.keys is not None and rules.keys.search(key)),
                 bool(rules.truncate_keys is not None and rules.truncate_keys.search(key)),
             )
+            if verdict == _PLAIN:
+                verdict = _PLAIN  # one object, so the hot loop can test identity
             if len(self._key_verdicts) >= _KEY_CACHE_MAX:
                 self._key_verdicts.clear()
             self._key_verdicts[key] = verdict
@@ -304,8 +326,18 @@ class Redactor:
 
     def _attributes(self, attributes: Attributes) -> None:
         scan = self._scan
+        verdicts = self._key_verdicts
         for key, value in attributes.items():
-            secret, truncate = self._verdict(key)
+            verdict = verdicts.get(key) or self._verdict(key)
+            if (
+                verdict is _PLAIN
+                and not scan
+                and type(value) is not list
+                and type(value) is not dict
+            ):
+                # Nearly every attribute: no rule for its key, no value scan, no maps inside.
+                continue
+            secret, truncate = verdict
             if secret:
                 if value not in (None, ""):
                     attributes[key] = self.config.replacement
@@ -343,9 +375,9 @@ class Redactor:
         if len(text) < _MIN_SCANNED:
             return text
         if self._rules:
-            lowered = folded(_utf8(text))
+            data = _utf8(text)
             for pattern, hint in self._rules:
-                if hint.search(lowered) is not None:
+                if hint.search(data) is not None:
                     text = pattern.sub(self._replace, text)
         for pattern in self.rules.unhinted:
             text = pattern.sub(self._replace, text)

@@ -635,3 +635,27 @@ def test_read_json_array_document(tmp_path: Path) -> None:
     path = tmp_path / "array.json"
     path.write_text("\n" + json.dumps(docs, indent=1))
     assert list(read_otlp_file(path)) == [traces, logs]
+
+
+def test_the_field_order_positional_builders_rely_on():
+    """The decoder builds records, and normalization builds steps, with positional arguments
+    (keyword matching costs as much as the fields): reordering these fields must change those
+    calls too, and this test says so."""
+    from dataclasses import fields
+
+    from processors.model import Step
+    from processors.records import SpanEvent, SpanLink, SpanRecord
+
+    assert [f.name for f in fields(SpanRecord)][:17] == [
+        "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "kind",
+        "trace_state", "status_code", "status_message", "service_name", "resource_attributes",
+        "scope_name", "scope_version", "attributes", "events", "links",
+    ]  # fmt: skip
+    assert [f.name for f in fields(SpanEvent)][:3] == ["time_ns", "name", "attributes"]
+    assert [f.name for f in fields(SpanLink)][:4] == [
+        "trace_id", "span_id", "trace_state", "attributes"
+    ]  # fmt: skip
+    assert [f.name for f in fields(Step)][:11] == [
+        "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
+        "dialect", "status", "error", "service",
+    ]  # fmt: skip

@@ -18,7 +18,6 @@ from processors.redact import (
     RedactionConfig,
     Redactor,
     compile_rules,
-    folded,
 )
 
 RULES = compile_rules(RedactionConfig())
@@ -97,7 +96,7 @@ FRAGMENTS = [
 
 def _hint_holds(text: str) -> int:
     """Assert every rule that matches `text` has its hint in it; the number that match."""
-    lowered = folded(text.encode("utf-8", "surrogatepass"))
+    lowered = text.encode("utf-8", "surrogatepass")
     matched = 0
     for rule, hint in RULES.hinted:
         if rule.search(text):

@@ -124,7 +124,11 @@ def any_value_to_python(value: AnyValue, max_depth: int = DEFAULT_MAX_VALUE_DEPT
 def _attrs(kvs: Iterable[KeyValue], max_depth: int) -> Attributes:
     out: Attributes = {}
     for kv in kvs:
-        out[kv.key] = _value(kv.value, max_depth)
+        value = kv.value
+        # Most values are non-empty strings, and a non-empty `string_value` can only mean the
+        # oneof holds a string: one read instead of asking which member is set first.
+        text = value.string_value
+        out[kv.key] = text if text else _value(value, max_depth)
     return out
 
 
@@ -185,45 +189,55 @@ def decode_spans(
                 kind = span.kind
                 status = span.status
                 status_code = status.code
+                events = span.events
+                links = span.links
+                # Positional, in SpanRecord's field order: keyword matching for seventeen
+                # fields costs as much again as building the record.
                 records.append(
                     SpanRecord(
-                        trace_id=trace_id.hex(),
-                        span_id=span_id.hex(),
-                        parent_span_id=parent_span_id.hex(),
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                        kind=_SPAN_KINDS[kind] if 0 <= kind < len(_SPAN_KINDS) else "Unspecified",
-                        trace_state=span.trace_state,
-                        status_code=(
+                        trace_id.hex(),  # trace_id
+                        span_id.hex(),  # span_id
+                        parent_span_id.hex(),  # parent_span_id
+                        span.name,  # name
+                        span.start_time_unix_nano,  # start_ns
+                        span.end_time_unix_nano,  # end_ns
+                        _SPAN_KINDS[kind]
+                        if 0 <= kind < len(_SPAN_KINDS)
+                        else "Unspecified",  # kind
+                        span.trace_state,  # trace_state
+                        (
                             _STATUS_CODES[status_code]
                             if 0 <= status_code < len(_STATUS_CODES)
                             else "Unset"
                         ),
-                        status_message=status.message,
-                        service_name=service_name,
+                        status.message,  # status_message
+                        service_name,  # service_name
                         # Copied so a stage that edits one record cannot change its siblings.
-                        resource_attributes=dict(resource_attributes),
-                        scope_name=scope_name,
-                        scope_version=scope_version,
-                        attributes=_attrs(span.attributes, depth),
-                        events=[
+                        dict(resource_attributes),  # resource_attributes
+                        scope_name,  # scope_name
+                        scope_version,  # scope_version
+                        _attrs(span.attributes, depth),  # attributes
+                        [
                             SpanEvent(
-                                time_ns=event.time_unix_nano,
-                                name=event.name,
-                                attributes=_attrs(event.attributes, depth),
+                                event.time_unix_nano,
+                                event.name,
+                                _attrs(event.attributes, depth),
                             )
-                            for event in span.events
-                        ],
-                        links=[
+                            for event in events
+                        ]
+                        if events
+                        else [],
+                        [
                             SpanLink(
-                                trace_id=link.trace_id.hex(),
-                                span_id=link.span_id.hex(),
-                                trace_state=link.trace_state,
-                                attributes=_attrs(link.attributes, depth),
+                                link.trace_id.hex(),
+                                link.span_id.hex(),
+                                link.trace_state,
+                                _attrs(link.attributes, depth),
                             )
-                            for link in span.links
-                        ],
+                            for link in links
+                        ]
+                        if links
+                        else [],
                     )
                 )
     return DecodeResult(records, rejected, reason)

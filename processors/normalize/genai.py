@@ -120,8 +120,12 @@ def build(record: SpanRecord, *, max_text: int = MAX_TEXT, dialect: str = DIALEC
     step.conversation_id = values.name(attrs.get(CONVERSATION_ID))
     step.tool_name = values.name(attrs.get(TOOL_NAME))
     step.tool_call_id = values.name(attrs.get(TOOL_CALL_ID))
-    step.tool_arguments = values.truncate(values.render(attrs.get(TOOL_CALL_ARGUMENTS)), max_text)
-    step.tool_result = values.truncate(values.render(attrs.get(TOOL_CALL_RESULT)), max_text)
+    arguments = attrs.get(TOOL_CALL_ARGUMENTS)
+    if arguments is not None:  # absent stays "", as rendering None gives
+        step.tool_arguments = values.truncate(values.render(arguments), max_text)
+    result = attrs.get(TOOL_CALL_RESULT)
+    if result is not None:
+        step.tool_result = values.truncate(values.render(result), max_text)
     step.input_tokens = values.first_count(attrs, INPUT_TOKENS, PROMPT_TOKENS)
     step.output_tokens = values.first_count(attrs, OUTPUT_TOKENS, COMPLETION_TOKENS)
 
@@ -172,6 +176,8 @@ def _inputs(attrs: Mapping[str, Any], events: list[tuple[str, Any]]) -> tuple[in
     Order: `gen_ai.input.messages` on the span, then on an operation-details event, then the
     per-message events, then the old `gen_ai.prompt` attribute or `gen_ai.content.prompt` event.
     """
+    if not events and type(attrs) is dict and INPUT_MESSAGES not in attrs and PROMPT not in attrs:
+        return None, ""  # no source present (tool and agent spans): what the reads below give
     messages = _message_list(attrs.get(INPUT_MESSAGES))
     if messages is None:
         messages = _message_list(_event_value(events, EVENT_OPERATION_DETAILS, INPUT_MESSAGES))
@@ -200,7 +206,7 @@ def _inputs(attrs: Mapping[str, Any], events: list[tuple[str, Any]]) -> tuple[in
 
 def _message_list(value: object) -> list[Any] | None:
     parsed = values.parse_json(value)
-    if isinstance(parsed, Mapping):
+    if type(parsed) is dict or isinstance(parsed, Mapping):
         return [parsed]
     return parsed if isinstance(parsed, list) else None
 
@@ -209,7 +215,8 @@ def _last_user_text(messages: list[Any]) -> str:
     for message in reversed(messages):
         if isinstance(message, str):
             return message
-        if isinstance(message, Mapping) and message.get(MESSAGE_ROLE) == ROLE_USER:
+        is_mapping = type(message) is dict or isinstance(message, Mapping)
+        if is_mapping and message.get(MESSAGE_ROLE) == ROLE_USER:
             text = values.message_text(message)
             if text:
                 return text
@@ -228,7 +235,8 @@ def _event_value(events: list[tuple[str, Any]], event_name: str, key: str) -> An
 def _event_body(event_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The event body: `gen_ai.event.content` JSON, overlaid with body fields sent flat."""
     parsed = values.parse_json(event_attrs.get(EVENT_BODY))
-    body: dict[str, Any] = dict(parsed) if isinstance(parsed, Mapping) else {}
+    is_mapping = type(parsed) is dict or isinstance(parsed, Mapping)
+    body: dict[str, Any] = dict(parsed) if is_mapping else {}
     if not body and isinstance(event_attrs.get(EVENT_BODY), str):
         body[BODY_CONTENT] = event_attrs[EVENT_BODY]
     for key in (BODY_CONTENT, BODY_MESSAGE, BODY_TOOL_CALLS, BODY_FINISH_REASON):
@@ -241,7 +249,7 @@ def _event_body(event_attrs: Mapping[str, Any]) -> dict[str, Any]:
 def _event_body_text(event_attrs: Mapping[str, Any]) -> str:
     body = _event_body(event_attrs)
     message = values.parse_json(body.get(BODY_MESSAGE))
-    if isinstance(message, Mapping):
+    if type(message) is dict or isinstance(message, Mapping):
         return values.message_text(message)
     return values.content_text(body.get(BODY_CONTENT))
 
@@ -257,6 +265,13 @@ def _outputs(
     Every output message (choice) is read: with one choice, the usual case, that is the answer;
     with several, their texts are joined and their tool calls listed together.
     """
+    if (
+        not events
+        and type(attrs) is dict
+        and OUTPUT_MESSAGES not in attrs
+        and COMPLETION not in attrs
+    ):
+        return "", [], ""  # no source present (tool and agent spans): what the reads below give
     messages = _message_list(attrs.get(OUTPUT_MESSAGES))
     if messages is None:
         messages = _message_list(_event_value(events, EVENT_OPERATION_DETAILS, OUTPUT_MESSAGES))
@@ -270,7 +285,7 @@ def _outputs(
         finish = ""
         for body in choices:
             message = values.parse_json(body.get(BODY_MESSAGE))
-            if isinstance(message, Mapping):
+            if type(message) is dict or isinstance(message, Mapping):
                 texts.append(values.message_text(message))
                 calls.extend(values.message_tool_calls(message, max_text))
             else:
@@ -295,13 +310,15 @@ def _read_messages(messages: list[Any], max_text: int) -> tuple[str, list[ToolCa
     for message in messages:
         texts.append(values.message_text(message))
         calls.extend(values.message_tool_calls(message, max_text))
-        if isinstance(message, Mapping):
+        if type(message) is dict or isinstance(message, Mapping):
             finish = finish or values.name(message.get(MESSAGE_FINISH_REASON))
     return "\n".join(text for text in texts if text), calls, finish
 
 
 def _finish_reason(value: object) -> str:
     """The first finish reason (one per choice; the first choice is the one acted on)."""
+    if value is None:
+        return ""
     parsed = values.parse_json(value)
     if isinstance(parsed, list):
         for item in parsed:

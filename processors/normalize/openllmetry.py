@@ -66,8 +66,9 @@ def recognises(record: SpanRecord) -> bool:
         return True
     # One pass over the names, no grouping: every GenAI span is asked this first.
     prompt, completion = PROMPT_PREFIX + ".", COMPLETION_PREFIX + "."
+    markers = (TRACELOOP_PREFIX, prompt, completion)
     for key in attrs:
-        if not isinstance(key, str):
+        if not isinstance(key, str) or not key.startswith(markers):
             continue
         if key.startswith(TRACELOOP_PREFIX):
             return True

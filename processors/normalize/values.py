@@ -71,6 +71,8 @@ _TOOL_CALL_PART_TYPES = frozenset({"tool_call", "function", "function_call", "to
 
 def mapping(value: object) -> Mapping[str, Any]:
     """`value` if it is a mapping, else an empty one: records built by hand may carry None."""
+    if type(value) is dict:  # decoded records: skip the slower abstract-class check
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -90,7 +92,7 @@ def first(attrs: Mapping[str, Any], *keys: str) -> Any:
             value = attrs.get(key)
         except Exception:
             return None
-        if present(value):
+        if value is not None and present(value):
             return value
     return None
 
@@ -98,7 +100,10 @@ def first(attrs: Mapping[str, Any], *keys: str) -> Any:
 def first_name(attrs: Mapping[str, Any], *keys: str) -> str:
     """The first of `keys` that holds a usable identifier (a garbage newer name falls back)."""
     for key in keys:
-        value = name(attrs.get(key))
+        raw = attrs.get(key)
+        if raw is None:  # absent: the usual case for all but one of the names
+            continue
+        value = name(raw)
         if value:
             return value
     return ""
@@ -107,7 +112,10 @@ def first_name(attrs: Mapping[str, Any], *keys: str) -> str:
 def first_count(attrs: Mapping[str, Any], *keys: str) -> int | None:
     """The first of `keys` that holds a non-negative count."""
     for key in keys:
-        value = to_count(attrs.get(key))
+        raw = attrs.get(key)
+        if raw is None:
+            continue
+        value = to_count(raw)
         if value is not None:
             return value
     return None
@@ -115,7 +123,11 @@ def first_count(attrs: Mapping[str, Any], *keys: str) -> int | None:
 
 def has_prefix(attrs: Mapping[str, Any], prefix: str) -> bool:
     """Whether any attribute name starts with `prefix` (how a dialect is told apart)."""
-    return any(isinstance(key, str) and key.startswith(prefix) for key in attrs)
+    # A loop rather than any(): resuming a generator per name costs more than the check.
+    for key in attrs:  # noqa: SIM110
+        if isinstance(key, str) and key.startswith(prefix):
+            return True
+    return False
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
@@ -125,16 +137,22 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     attribute names; this gathers them back, ordered by index.
     """
     start = prefix + "."
+    size = len(start)
     found: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
         if not isinstance(key, str) or not key.startswith(start):
             continue
-        index, _, rest = key[len(start) :].partition(".")
+        index, _, rest = key[size:].partition(".")
         if not rest or not index.isascii() or not index.isdigit():
             continue
         if len(index) > _INDEX_DIGITS_MAX:
             continue
-        found.setdefault(int(index), {})[rest] = value
+        number = int(index)
+        entry = found.get(number)
+        if entry is None:
+            found[number] = {rest: value}
+        else:
+            entry[rest] = value
     return dict(sorted(found.items()))
 
 
@@ -282,12 +300,15 @@ def parse_json(value: object) -> Any:
     GenAI message attributes may be sent structured or as JSON strings, and OpenLLMetry
     serializes inputs and outputs as JSON; both read the same after this.
     """
-    if isinstance(value, list | dict):
-        return value
-    if isinstance(value, bytes | bytearray):
-        value = bytes(value).decode("utf-8", errors="replace")
-    if not isinstance(value, str):
+    if value is None:  # the usual case: the attribute is absent
         return None
+    if type(value) is not str:
+        if isinstance(value, list | dict):
+            return value
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value).decode("utf-8", errors="replace")
+        if not isinstance(value, str):
+            return None
     text = value.strip()
     if not text or text[0] not in "[{":
         return None
@@ -333,6 +354,11 @@ def clip(value: object, limit: int) -> str:
 
 def name(value: object) -> str:
     """An identifier-like field (name, id, model): scalars only, short."""
+    if type(value) is str:  # the usual case, without the general coercion
+        text = value.strip()
+        return text if len(text) <= NAME_MAX else truncate(text, NAME_MAX)
+    if value is None:
+        return ""
     if isinstance(value, list | dict | tuple):
         return ""
     return truncate(to_str(value).strip(), NAME_MAX)
@@ -354,7 +380,7 @@ def content_text(value: object, depth: int = 0) -> str:
     if isinstance(value, list):
         texts = [content_text(item, depth + 1) for item in value]
         return "\n".join(text for text in texts if text)
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         kind = value.get(_MSG_TYPE)
         if isinstance(kind, str) and kind not in _TEXT_PART_TYPES:
             return ""
@@ -372,7 +398,7 @@ def message_text(message: object) -> str:
     """The text of one chat message: GenAI `parts`, or an OpenAI-style `content`."""
     if isinstance(message, str):
         return message
-    if not isinstance(message, Mapping):
+    if type(message) is not dict and not isinstance(message, Mapping):
         return ""
     parts = message.get(_MSG_PARTS)
     if isinstance(parts, list):
@@ -382,10 +408,10 @@ def message_text(message: object) -> str:
 
 def tool_call_from(obj: object, max_text: int) -> ToolCallRequest | None:
     """A requested tool call from a GenAI `tool_call` part or an OpenAI/Anthropic tool call."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         return None
     function = obj.get(_MSG_FUNCTION)
-    if isinstance(function, Mapping):
+    if type(function) is dict or isinstance(function, Mapping):
         tool = function.get(_MSG_NAME)
         arguments = function.get(_MSG_ARGUMENTS)
     else:
@@ -403,7 +429,7 @@ def tool_call_from(obj: object, max_text: int) -> ToolCallRequest | None:
 
 def message_tool_calls(message: object, max_text: int) -> list[ToolCallRequest]:
     """Tool calls a chat message requests: GenAI `tool_call` parts or an OpenAI `tool_calls`."""
-    if not isinstance(message, Mapping):
+    if type(message) is not dict and not isinstance(message, Mapping):
         return []
     candidates: list[object] = []
     parts = message.get(_MSG_PARTS)
@@ -431,7 +457,7 @@ def tool_calls_from(value: object, max_text: int) -> list[ToolCallRequest]:
 
 
 def _is_tool_call_part(part: object) -> bool:
-    if not isinstance(part, Mapping):
+    if type(part) is not dict and not isinstance(part, Mapping):
         return False
     kind = part.get(_MSG_TYPE)
     return kind in _TOOL_CALL_PART_TYPES or isinstance(part.get(_MSG_FUNCTION), Mapping)
@@ -489,17 +515,20 @@ def span_step(record: object, kind: StepKind, dialect: str) -> Step:
     """A step with the fields every span dialect fills the same way (ids, times, status)."""
     attrs = mapping(getattr(record, "attributes", None))
     status, error = span_status(record)
+    start_ns = getattr(record, "start_ns", 0)
+    end_ns = getattr(record, "end_ns", 0)
+    # Positional, in Step's field order (keyword matching costs as much as the fields).
     return Step(
-        trace_id=name(getattr(record, "trace_id", "")),
-        span_id=name(getattr(record, "span_id", "")),
-        parent_span_id=name(getattr(record, "parent_span_id", "")),
-        name=name(getattr(record, "name", "")),
-        kind=kind,
-        start_ns=to_int(getattr(record, "start_ns", 0)) or 0,
-        end_ns=to_int(getattr(record, "end_ns", 0)) or 0,
-        dialect=dialect,
-        status=status,
-        error=error,
-        service=name(getattr(record, "service_name", "")),
+        name(getattr(record, "trace_id", "")),  # trace_id
+        name(getattr(record, "span_id", "")),  # span_id
+        name(getattr(record, "parent_span_id", "")),  # parent_span_id
+        name(getattr(record, "name", "")),  # name
+        kind,
+        start_ns if type(start_ns) is int else (to_int(start_ns) or 0),  # start_ns
+        end_ns if type(end_ns) is int else (to_int(end_ns) or 0),  # end_ns
+        dialect,
+        status,
+        error,
+        name(getattr(record, "service_name", "")),  # service
         run_attributes=run_attributes(attrs),
     )
