@@ -23,6 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,25 +164,32 @@ class _Ledger:
         if held:
             self._closes.append((trace_id, held))
 
-    def confirm(self) -> None:
-        """Everything handed to the exporter is in the store: journal it, then let go."""
-        if not self._records and not self._closes:
+    def mark(self) -> tuple[int, int]:
+        """Where the ledger stands: what a write starting now covers, for `confirm`."""
+        return len(self._records), len(self._closes)
+
+    def confirm(self, upto: tuple[int, int] | None = None) -> None:
+        """What was handed to the exporter (up to a `mark`, or all) is in the store: journal
+        it, then let go."""
+        records_n, closes_n = upto if upto is not None else self.mark()
+        records, closes = self._records[:records_n], self._closes[:closes_n]
+        if not records and not closes:
             self.spool.idle_rotate()
             return
         lines: dict[int, list[str]] = {}
-        for entry in self._records:
+        for entry in records:
             lines.setdefault(entry.segment, []).append(f"S {entry.seq}")
-        for trace_id, segments in self._closes:
+        for trace_id, segments in closes:
             for segment in segments:
                 lines.setdefault(segment, []).append(f"C {trace_id}")
         self.spool.journal(lines)
-        for entry in self._records:
+        for entry in records:
             self.spool.release(entry.segment)
-        for _, segments in self._closes:
+        for _, segments in closes:
             for segment in segments:
                 self.spool.release(segment)
-        self._records.clear()
-        self._closes.clear()
+        del self._records[:records_n]
+        del self._closes[:closes_n]
         self.spool.idle_rotate()
 
     def runs_holding(self, segment: int) -> list[str]:
@@ -232,7 +240,15 @@ class Pipeline:
         # by an earlier process (or be re-sent copies), so they are looked up before writing.
         self._unverified: set[str] = set()
         self._skew_ns = int(config.limits.max_clock_skew_s * 1e9)
-        # CPU seconds of the pipeline's thread by stage (receivers count their own).
+        # Writes run on a thread of their own once the pipeline runs on its own (`start`).
+        self._store_writer: ThreadPoolExecutor | None = None
+        self._write: Future[bool] | None = None
+        self._write_cut = (0, 0)
+        self._write_unverified: set[str] = set()
+        # CPU seconds of the store's thread (added there, read by health).
+        self._write_cpu_s = 0.0
+        # CPU seconds of the pipeline's thread by stage (receivers count their own; see
+        # `stage_cpu_seconds`).
         self.stage_seconds: dict[str, float] = dict.fromkeys(PIPELINE_STAGES, 0.0)
 
     # -- the consumer side, called by receivers ---------------------------------------------
@@ -330,6 +346,7 @@ class Pipeline:
         self._after_export.append(stage)
 
     def start(self) -> None:
+        self._store_writer = ThreadPoolExecutor(1, thread_name_prefix="mast-store")
         self._worker = threading.Thread(target=self._run, name="mast-pipeline", daemon=True)
         self._worker.start()
         if self.judge is not None:
@@ -344,6 +361,12 @@ class Pipeline:
             self._stop.set()
         if self._worker is not None:
             self._worker.join()
+        if self._store_writer is not None:
+            # Finish the write in progress; from here on everything runs on this thread.
+            if self._write is not None:
+                self._finish_write(self._write)
+            self._store_writer.shutdown()
+            self._store_writer = None
         durable = self.spool is not None
         if not (durable and self.exporter.full):
             self._drain()
@@ -599,24 +622,75 @@ class Pipeline:
         self._relieve_spool()
         ticked = _cpu()
         self.stage_seconds["detect"] += ticked - started
+        if self._store_writer is None:
+            self._flush(now)
+        else:
+            self._flush_behind(now)
+        self.stage_seconds["store"] += _cpu() - ticked
+
+    def _flush(self, now: float) -> None:
+        """Write what is due on this thread (offline use, and tests driving ticks)."""
         try:
             if self.exporter.flush(now, idle=self._queue.empty()):
                 self._confirm()
         except Exception as exc:
-            # Rows stay buffered (and the requests in the spool) and are written later.
-            self.stats.export_errors += 1
-            log.error("writing to the store failed (%s); will retry with backoff", exc)
-        self.stage_seconds["store"] += _cpu() - ticked
+            self._write_failed(exc)
+        self._after_writes(now)
+
+    def _flush_behind(self, now: float) -> None:
+        """Write on the store's own thread while this one goes on processing: an insert holds
+        the GIL for a fraction of its time (chDB and the ClickHouse client release it while
+        the store works), so the pipeline keeps its core. One write at a time; what it covers
+        is confirmed to the spool's ledger when it is done."""
+        write = self._write
+        if write is not None:
+            if not write.done():
+                return
+            self._finish_write(write)
+            self._after_writes(now)
+        assert self._store_writer is not None
+        self._write_cut = self._ledger.mark() if self._ledger is not None else (0, 0)
+        self._write_unverified = set(self._unverified)
+        self._write = self._store_writer.submit(self._timed_flush, now, self._queue.empty())
+
+    def _timed_flush(self, now: float, idle: bool) -> bool:
+        """A flush on the store's thread, its CPU counted to the store stage."""
+        started = _cpu()
+        try:
+            return self.exporter.flush(now, idle=idle)
+        finally:
+            self._write_cpu_s += _cpu() - started
+
+    def _finish_write(self, write: Future[bool]) -> None:
+        self._write = None
+        try:
+            if write.result():
+                self._confirm(self._write_cut, self._write_unverified)
+        except Exception as exc:
+            self._write_failed(exc)
+
+    def _write_failed(self, exc: Exception) -> None:
+        # Rows stay buffered (and the requests in the spool) and are written later.
+        self.stats.export_errors += 1
+        log.error("writing to the store failed (%s); will retry with backoff", exc)
+
+    def _after_writes(self, now: float) -> None:
         for stage in self._after_export:
             try:
                 stage(now, False)
             except Exception:
                 log.exception("a stage after export failed; it runs again at the next tick")
 
-    def _confirm(self) -> None:
-        self._unverified.clear()
+    def _confirm(
+        self, upto: tuple[int, int] | None = None, unverified: set[str] | None = None
+    ) -> None:
+        """Rows handed to the exporter (up to a ledger mark, or all) are in the store."""
+        if unverified is None:
+            self._unverified.clear()
+        else:
+            self._unverified -= unverified
         if self._ledger is not None:
-            self._ledger.confirm()
+            self._ledger.confirm(upto)
 
     def _relieve_spool(self) -> None:
         """Past its share of the spool, close the runs that alone hold its oldest segment, so
@@ -672,6 +746,12 @@ class Pipeline:
             self.exporter.add_signatures(out.signatures)
         for listener in self._listeners:
             listener(out)
+
+    def stage_cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds by stage, the store's own thread included."""
+        stages = dict(self.stage_seconds)
+        stages["store"] += self._write_cpu_s
+        return stages
 
     def health(self) -> dict[str, Any]:
         w = self.windows.stats

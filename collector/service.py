@@ -189,7 +189,7 @@ class Service:
             self.http.cpu_seconds if self.http else 0.0
         )
         # CPU seconds by stage: what to divide by spans received to see where time goes.
-        status["stages"] = {"receive": receive, **self.pipeline.stage_seconds}
+        status["stages"] = {"receive": receive, **self.pipeline.stage_cpu_seconds()}
         return status
 
     def stop(self, grace_s: float = 5.0) -> None:

@@ -156,3 +156,66 @@ def test_store_outage_fills_the_spool_refuses_then_drains(tmp_path):
     assert {t for t, _ in stored} <= signed
     # Everything stored and every run closed: a clean stop leaves nothing to replay.
     assert not list((tmp_path / "data" / "spool").glob("*.wal"))
+
+
+class SlowStore(FlakyStore):
+    """The real embedded store, whose inserts wait while `hold` is set (a store that takes
+    its time), saying when one is waiting."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.hold = threading.Event()
+        self.waiting = threading.Event()
+
+    def insert_arrow(self, table: str, data: pa.Table, dedup_token: str = "") -> None:
+        if self.hold.is_set():
+            self.waiting.set()
+            while self.hold.is_set():
+                time.sleep(0.01)
+        super().insert_arrow(table, data, dedup_token)
+
+
+def test_the_pipeline_goes_on_while_the_store_writes(tmp_path):
+    """Writes run on a thread of their own: while an insert takes its time, requests are
+    still acknowledged and analysed, and everything is stored once when it is done."""
+    config = loopback_config(tmp_path / "data")
+    config = dataclasses.replace(
+        config, storage=dataclasses.replace(config.storage, flush_interval_s=0.1)
+    )
+    store = SlowStore(ChdbStore(config.storage.data_dir, config.storage.database))
+    service = Service(config, store=store)
+    service.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{service.grpc_port}")
+    export = trace_service_pb2_grpc.TraceServiceStub(channel).Export
+    try:
+        store.hold.set()
+        export(request(10, 1), timeout=5)
+        wait_for(store.waiting.is_set, 10, "a write to start")
+        for trace in range(2, 6):
+            export(request(10, trace), timeout=5)
+        # Processed while the first write still waits.
+        wait_for(lambda: service.pipeline.stats.spans_received == 50, 10, "the pipeline")
+        assert store.waiting.is_set() and store.hold.is_set()
+        assert service.exporter.buffered_rows >= 50
+        assert service.exporter.stats.rows_written.get("otel_traces", 0) == 0
+        store.hold.clear()
+        wait_for(
+            lambda: (
+                service.exporter.stats.rows_written.get("otel_traces", 0) == 50
+                and service.exporter.buffered_rows == 0
+            ),
+            20,
+            "the writes",
+        )
+    finally:
+        store.hold.clear()
+        channel.close()
+        service.stop()
+    store = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        rows = store.query(
+            "SELECT count() AS n, uniqExact(TraceId, SpanId) AS u FROM otel.otel_traces"
+        )
+    finally:
+        store.close()
+    assert int(rows[0]["n"]) == int(rows[0]["u"]) == 50

@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -223,6 +224,27 @@ def insert_with_retry(
             sleep(delays[attempt])
 
 
+@dataclass(slots=True)
+class _Rows:
+    """The rows one flush writes; each list loses its rows as they are stored."""
+
+    spans: list[SpanRecord]
+    span_checks: list[bool]
+    logs: list[LogRecord]
+    findings: list[Finding]
+    signatures: list[RunSignature]
+    outcomes: list[OutcomeUpdate]
+
+    def count(self) -> int:
+        return (
+            len(self.spans)
+            + len(self.logs)
+            + len(self.findings)
+            + len(self.signatures)
+            + len(self.outcomes)
+        )
+
+
 class ClickHouseExporter:
     """Buffers rows per table and writes them in columnar batches.
 
@@ -265,6 +287,10 @@ class ClickHouseExporter:
         self._findings: list[Finding] = []
         self._signatures: list[RunSignature] = []
         self._outcomes: list[OutcomeUpdate] = []
+        # A flush takes the buffers under this lock and writes what it took, so rows may be
+        # added (by the pipeline's thread) while another thread writes.
+        self._lock = threading.Lock()
+        self._writing = 0  # rows taken by the flush in progress
         self._last_flush = time.monotonic()
         self._failures = 0
         self._retry_at = 0.0
@@ -272,6 +298,10 @@ class ClickHouseExporter:
 
     @property
     def buffered_rows(self) -> int:
+        """Rows not yet in the store: buffered, or taken by a write in progress."""
+        return self._waiting_rows() + self._writing
+
+    def _waiting_rows(self) -> int:
         return (
             len(self._spans)
             + len(self._logs)
@@ -291,23 +321,26 @@ class ClickHouseExporter:
 
     def add_spans(self, spans: list[SpanRecord], check: bool | list[bool] = False) -> None:
         """Buffer spans; `check` (one flag, or one per span) asks for a store lookup first."""
-        self._spans.extend(spans)
-        if isinstance(check, bool):
-            self._span_checks.extend([check] * len(spans))
-        else:
-            self._span_checks.extend(check)
+        checks = [check] * len(spans) if isinstance(check, bool) else check
+        with self._lock:
+            self._spans.extend(spans)
+            self._span_checks.extend(checks)
 
     def add_logs(self, logs: list[LogRecord]) -> None:
-        self._logs.extend(logs)
+        with self._lock:
+            self._logs.extend(logs)
 
     def add_findings(self, findings: list[Finding]) -> None:
-        self._findings.extend(findings)
+        with self._lock:
+            self._findings.extend(findings)
 
     def add_signatures(self, signatures: list[RunSignature]) -> None:
-        self._signatures.extend(signatures)
+        with self._lock:
+            self._signatures.extend(signatures)
 
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
-        self._outcomes.extend(outcomes)
+        with self._lock:
+            self._outcomes.extend(outcomes)
 
     def flush(self, now: float, force: bool = False, idle: bool = False) -> bool:
         """Write what is due. Returns True when nothing is left buffered (everything handed
@@ -317,44 +350,74 @@ class ClickHouseExporter:
         `idle` (the caller has nothing else waiting) makes run signatures due after
         `eager_flush_interval_s` instead of `flush_interval_s`: a closed run is queryable
         sooner when there is time to spare, while a busy collector keeps its large batches."""
-        if not self.buffered_rows:
-            return True
-        if not force and now < self._retry_at:
-            return False
-        elapsed = now - self._last_flush
-        due = elapsed >= self.flush_interval_s or (
-            idle and bool(self._signatures) and 0 < self.eager_flush_interval_s <= elapsed
-        )
-        if not (force or due or self.buffered_rows >= self.batch_max_rows):
-            return False
-        self._last_flush = now
+        with self._lock:
+            if not self._waiting_rows():
+                return True
+            if not force and now < self._retry_at:
+                return False
+            elapsed = now - self._last_flush
+            due = elapsed >= self.flush_interval_s or (
+                idle and bool(self._signatures) and 0 < self.eager_flush_interval_s <= elapsed
+            )
+            if not (force or due or self._waiting_rows() >= self.batch_max_rows):
+                return False
+            self._last_flush = now
+            rows = self._take()
         try:
             # Spans first: a finding or signature should never point at spans not yet stored.
-            self._write_spans()
-            self._write_logs()
-            self._write_rows("mast_findings", self._findings, findings_table, _finding_day)
-            self._write_rows("mast_signatures", self._signatures, signatures_table, _signature_day)
+            self._write_spans(rows)
+            self._write_logs(rows)
+            self._write_rows("mast_findings", rows.findings, findings_table, _finding_day)
+            self._write_rows("mast_signatures", rows.signatures, signatures_table, _signature_day)
             # After the signatures: an outcome rewrites the stored signature of its run.
-            self._write_outcomes()
+            self._write_outcomes(rows)
         except Exception:
             self.stats.write_errors += 1
             self._failures += 1
             delay = min(self.retry_max_s, self.retry_initial_s * 2 ** (self._failures - 1))
             self._retry_at = now + delay * random.uniform(0.8, 1.0)
             # A write reported failed may still have landed (a server that timed out after
-            # committing): check every buffered span before writing it again.
-            self._span_checks = [True] * len(self._spans)
+            # committing): check every span it held before writing it again.
+            rows.span_checks = [True] * len(rows.spans)
+            self._put_back(rows)
             raise
+        finally:
+            self._writing = 0
         self._failures = 0
         self._retry_at = 0.0
-        return not self.buffered_rows
+        return True
 
-    def _write_outcomes(self) -> None:
+    def _take(self) -> _Rows:
+        """Everything buffered, for one flush; the caller holds the lock."""
+        rows = _Rows(
+            self._spans,
+            self._span_checks,
+            self._logs,
+            self._findings,
+            self._signatures,
+            self._outcomes,
+        )
+        self._spans, self._span_checks, self._logs = [], [], []
+        self._findings, self._signatures, self._outcomes = [], [], []
+        self._writing = rows.count()
+        return rows
+
+    def _put_back(self, rows: _Rows) -> None:
+        """Rows a failed flush did not write, ahead of those buffered since, in order."""
+        with self._lock:
+            self._spans[:0] = rows.spans
+            self._span_checks[:0] = rows.span_checks
+            self._logs[:0] = rows.logs
+            self._findings[:0] = rows.findings
+            self._signatures[:0] = rows.signatures
+            self._outcomes[:0] = rows.outcomes
+
+    def _write_outcomes(self, rows: _Rows) -> None:
         # Imported here: signature versioning builds its rows with this module's tables.
         from collector.signatures import UnknownRun, record_outcome
 
-        while self._outcomes:
-            update = self._outcomes[0]
+        while rows.outcomes:
+            update = rows.outcomes[0]
             try:
                 record_outcome(
                     self.store, update.trace_id, update.outcome, update.score, self.retry
@@ -366,7 +429,7 @@ class ClickHouseExporter:
             except Exception:
                 self.stats.write_errors += 1
                 raise
-            self._outcomes.pop(0)
+            rows.outcomes.pop(0)
 
     def _count_retry(self, _exc: StoreError) -> None:
         self.stats.retries += 1
@@ -376,10 +439,10 @@ class ClickHouseExporter:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _write_spans(self) -> None:
-        if not self._spans:
+    def _write_spans(self, rows: _Rows) -> None:
+        if not rows.spans:
             return
-        spans, checks = self._spans, self._span_checks
+        spans, checks = rows.spans, rows.span_checks
         seen: set[tuple[str, str]] = set()
         unique: list[SpanRecord] = []
         unique_checks: list[bool] = []
@@ -401,16 +464,16 @@ class ClickHouseExporter:
                 self.stats.duplicates_dropped += before - len(unique)
         # What is left is checked and unique: if a later chunk fails, only the unwritten
         # rows stay buffered, still flagged for checking.
-        self._spans, self._span_checks = unique, [True] * len(unique)
-        self._write_rows("otel_traces", self._spans, spans_table, _span_day)
-        self._span_checks = [True] * len(self._spans)
+        rows.spans, rows.span_checks = unique, [True] * len(unique)
+        self._write_rows("otel_traces", rows.spans, spans_table, _span_day)
+        rows.span_checks = [True] * len(rows.spans)
 
-    def _write_logs(self) -> None:
-        if not self._logs:
+    def _write_logs(self, rows: _Rows) -> None:
+        if not rows.logs:
             return
         seen: set[tuple[Any, ...]] = set()
         unique: list[LogRecord] = []
-        for record in self._logs:
+        for record in rows.logs:
             key = log_key(record)
             if key in seen:
                 self.stats.duplicates_dropped += 1
@@ -423,8 +486,8 @@ class ClickHouseExporter:
             before = len(unique)
             unique = [r for r in unique if log_key(r) not in stored]
             self.stats.duplicates_dropped += before - len(unique)
-        self._logs = unique
-        self._write_rows("otel_logs", self._logs, logs_table, _log_day)
+        rows.logs = unique
+        self._write_rows("otel_logs", rows.logs, logs_table, _log_day)
 
     def _write_rows(
         self,
