@@ -111,7 +111,7 @@ class _ClarificationRun(DetectorRun):
                     findings.append(self._unnamed(step, unnamed, run))
         elif action.kind is not ActionKind.MUTATING:
             result = step.tool_result or step.error
-            if self.detector.signals.ambiguous.search(result):
+            if self.detector.signals.ambiguous.found(result):
                 self.unclear = step
             elif not step.failed:
                 self._learn(result)

@@ -76,7 +76,7 @@ class _PrematureRun(DetectorRun):
             ]
         if final is None or (tool is not None and tool.start_ns > final.start_ns):
             return ()
-        if self.detector.signals.pending.search(final.output_text):
+        if self.detector.signals.pending.found(final.output_text):
             return [
                 self.detector.finding(
                     at=final,

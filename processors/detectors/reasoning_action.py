@@ -17,7 +17,8 @@ Rules, comparing a model call's output with what follows it:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
 from processors.classify import ActionClassifier, ActionKind
@@ -48,6 +49,12 @@ class ReasoningAction(Detector):
     def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
         super().__init__(config, classifier, signals)
         self.terms = [t.lower() for t in self.config.observation_terms]
+        # The terms a text contains, remembered: the same answers and results recur.
+        self.terms_in: Callable[[str], frozenset[str]] = lru_cache(maxsize=4096)(self._terms_in)
+
+    def _terms_in(self, text: str) -> frozenset[str]:
+        lowered = text.lower()
+        return frozenset(t for t in self.terms if t in lowered)
 
     def open(self, run: Run) -> DetectorRun:
         return _ReasoningRun(self)
@@ -82,7 +89,7 @@ class _ReasoningRun(DetectorRun):
         if last is None or last.kind is not StepKind.LLM or last.tool_calls:
             return ()
         text = last.output_text
-        if not self.detector.signals.announce.search(text):
+        if not self.detector.signals.announce.found(text):
             return ()
         mentioned = words(text) & (
             self.names | {s.tool_name.lower() for s in run.window if s.tool_name}
@@ -120,9 +127,10 @@ class _ReasoningRun(DetectorRun):
             self.reasoning.pop(step.agent, None)
         unsupported = []
         if self.unobserved:
-            lowered = text.lower()
-            unsupported = [t for t in self.unobserved if t in lowered]
-        if unsupported and not self.detector.signals.negation.search(text):
+            present = self.detector.terms_in(text)
+            if present:
+                unsupported = [t for t in self.unobserved if t in present]
+        if unsupported and not self.detector.signals.negation.found(text):
             findings.extend(
                 self._emit(
                     step,
@@ -145,10 +153,11 @@ class _ReasoningRun(DetectorRun):
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets
         if self.unobserved:
-            result = (step.tool_result or step.error).lower()
-            shown = [t for t in self.unobserved if t in result]
-            if shown:
-                self.unobserved = [t for t in self.unobserved if t not in shown]
+            present = self.detector.terms_in(step.tool_result or step.error)
+            if present:
+                shown = [t for t in self.unobserved if t in present]
+                if shown:
+                    self.unobserved = [t for t in self.unobserved if t not in shown]
         return findings
 
     def _compare(

@@ -5,6 +5,7 @@ here, and every pattern is configuration (`detectors.signals`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -80,6 +81,12 @@ class CaseFreePattern:
     def __init__(self, pattern: str) -> None:
         self.lowered = not _UPPER_ESCAPE.search(pattern)
         self.regex = re.compile(pattern.lower()) if self.lowered else re.compile(pattern, re.I)
+        # Whether a text matches, remembered: the same results and answers recur within and
+        # across runs, and lower-casing and searching a long tool result costs microseconds.
+        self.found: Callable[[str], bool] = lru_cache(maxsize=4096)(self._found)
+
+    def _found(self, text: str) -> bool:
+        return self.regex.search(self.prepare(text)) is not None
 
     def prepare(self, text: str) -> str:
         return text.lower() if self.lowered else text
@@ -106,20 +113,23 @@ class Signals:
         self.announce = CaseFreePattern(config.announce_pattern)
         self.pending = CaseFreePattern(config.pending_pattern)
         self.limit = CaseFreePattern(config.limit_pattern)
+        # Answers by text, remembered (several detectors ask of the same answers and results).
+        self.claims_success: Callable[[str], bool] = lru_cache(maxsize=4096)(self._claims_success)
+        self.health: Callable[[str], Health] = lru_cache(maxsize=4096)(self._health)
 
-    def claims_success(self, text: str) -> bool:
+    def _claims_success(self, text: str) -> bool:
         """The text says the task is done, and does not say the opposite."""
-        if not self.success.search(text):
+        if not self.success.found(text):
             return False
-        return not self.negation.search(text)
+        return not self.negation.found(text)
 
-    def health(self, result: str) -> Health:
+    def _health(self, result: str) -> Health:
         """What a check's result says about the resource it looked at."""
         if not result:
             return Health.UNKNOWN
         text = self.healthy.prepare(result)
         rest = self.healthy.regex.sub(" ", text)
-        if self.unhealthy.search(rest):
+        if self.unhealthy.regex.search(self.unhealthy.prepare(rest)):
             return Health.UNHEALTHY
         if rest != text:
             return Health.HEALTHY

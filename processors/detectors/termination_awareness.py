@@ -80,7 +80,7 @@ class _TerminationRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []
         signals = self.detector.signals
-        if step.kind in _LIMIT_KINDS and step.failed and signals.limit.search(step.error):
+        if step.kind in _LIMIT_KINDS and step.failed and signals.limit.found(step.error):
             findings.extend(
                 self._report(
                     "limit_hit",
