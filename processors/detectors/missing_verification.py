@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
+from processors.classify import ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import MissingVerificationConfig
+from processors.detectors.signals import Signals
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
@@ -31,6 +34,11 @@ class MissingVerification(Detector):
     name = "missing_verification"
     version = "1.1"
     config: MissingVerificationConfig
+
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+        super().__init__(config, classifier, signals)
+        # Compiled once, not at every run's opening.
+        self.check_tool = re.compile(self.config.check_tool_pattern, re.IGNORECASE)
 
     def open(self, run: Run) -> DetectorRun:
         return _MissingVerificationRun(self)
@@ -46,7 +54,7 @@ class _MissingVerificationRun(DetectorRun):
         self.ledger = ChangeLedger(
             detector.classifier,
             detector.signals,
-            re.compile(self.config.check_tool_pattern, re.IGNORECASE),
+            detector.check_tool,
             self.config.max_tracked_mutations,
         )
 
