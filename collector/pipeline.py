@@ -8,7 +8,9 @@ is queued. Either way the queue is bounded: past it, or past the spool's bound, 
 
 One worker thread takes batches off the queue, applies the limits and redaction rules, normalizes
 each span into a step, feeds the run windows (which run the detectors), and hands spans,
-findings and signatures to the exporter. After a crash it first replays the spool: rows the
+findings and signatures to the exporter, whose writes run on a store thread of their own (one
+at a time; the spool's ledger is told what each covered once it is done), so the worker goes on
+analysing while the store inserts. After a crash it first replays the spool: rows the
 store may lack are written (looked up first, so nothing is stored twice) and the runs that were
 open are rebuilt from their first span. When the store falls behind, the worker stops taking
 batches, so the queue and then the receivers push back instead of memory growing.
@@ -53,12 +55,12 @@ from processors.window import RunWindows, WindowOutput
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+WallClock = Callable[[], int]
 
 # The stages whose CPU time the pipeline reports: limits and redaction, normalization into
 # steps, the windows and detectors, and the store's writes (encoding and inserts).
 PIPELINE_STAGES = ("redact", "normalize", "detect", "store")
 _cpu = time.thread_time
-WallClock = Callable[[], int]
 
 _ENCODINGS: dict[RecordKind, str] = {
     RecordKind.TRACES_PROTOBUF: "protobuf",
