@@ -56,6 +56,12 @@ def build_detectors(config: DetectorsConfig, classifier: ActionClassifier) -> li
             if isinstance(detector, HistoryLoss):
                 detector.reset_config = config.conversation_reset
             detectors.append(detector)
+    # FM-3.3 reads the ledger FM-3.2 keeps of each run when both would keep the same one
+    # (FM-3.2 is opened first, so its state for a run exists when FM-3.3's opens).
+    missing = [d for d in detectors if isinstance(d, MissingVerification)]
+    for detector in detectors:
+        if isinstance(detector, IncorrectVerification) and missing:
+            detector.share_ledger_of(missing[0])
     return detectors
 
 

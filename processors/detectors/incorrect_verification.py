@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
+from processors.classify import ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import IncorrectVerificationConfig
-from processors.detectors.signals import Health
+from processors.detectors.missing_verification import MissingVerification
+from processors.detectors.signals import Health, Signals
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
@@ -33,7 +36,26 @@ class IncorrectVerification(Detector):
     version = "1.0"
     config: IncorrectVerificationConfig
 
+    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+        super().__init__(config, classifier, signals)
+        # FM-3.2's detector, when its ledgers are the same as this one's would be: each run's
+        # ledger is then followed once, for both.
+        self.ledger_source: MissingVerification | None = None
+
+    def share_ledger_of(self, source: MissingVerification) -> bool:
+        """Read `source`'s ledger of each run if it follows calls exactly as this detector's
+        would (same check-tool pattern and bound). Returns whether it does."""
+        if not source.ledger_matches(_CHECK_TOOL, _MAX_CHANGES):
+            return False
+        source.share_ledger()
+        self.ledger_source = source
+        return True
+
     def open(self, run: Run) -> DetectorRun:
+        if self.ledger_source is not None:
+            ledger = self.ledger_source.take_ledger(run)
+            if ledger is not None:
+                return _SharedLedgerRun(self, ledger)
         return _IncorrectVerificationRun(self)
 
 
@@ -41,10 +63,14 @@ class _IncorrectVerificationRun(DetectorRun):
     __slots__ = ("config", "detector", "ledger")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
-    def __init__(self, detector: IncorrectVerification) -> None:
+    def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
         self.detector = detector
         self.config = detector.config
-        self.ledger = ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
+        self.ledger = (
+            ledger
+            if ledger is not None
+            else ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
+        )
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         self.ledger.observe(step, run)
@@ -135,3 +161,13 @@ class _IncorrectVerificationRun(DetectorRun):
             values={"check_result": short(check_result), "claim": claim},
             run=run,
         )
+
+
+class _SharedLedgerRun(_IncorrectVerificationRun):
+    """FM-3.3's state when FM-3.2 follows the run's ledger: it reads no step itself."""
+
+    __slots__ = ()
+    kinds = frozenset()
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        return ()

@@ -39,9 +39,36 @@ class MissingVerification(Detector):
         super().__init__(config, classifier, signals)
         # Compiled once, not at every run's opening.
         self.check_tool = re.compile(self.config.check_tool_pattern, re.IGNORECASE)
+        # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
+        # ledger, until FM-3.3 opens its state for that run and takes it.
+        self.sharing = False
+        self._opened: tuple[Run, ChangeLedger] | None = None
 
     def open(self, run: Run) -> DetectorRun:
-        return _MissingVerificationRun(self)
+        state = _MissingVerificationRun(self)
+        if self.sharing:
+            self._opened = (run, state.ledger)
+        return state
+
+    def share_ledger(self) -> None:
+        """Let another detector read this detector's ledger of each run (`take_ledger`)
+        instead of following the same steps into a ledger of its own."""
+        self.sharing = True
+
+    def take_ledger(self, run: Run) -> ChangeLedger | None:
+        """The ledger of the run opened last, if it is `run` (else None: keep your own)."""
+        opened, self._opened = self._opened, None
+        if opened is None or opened[0] is not run:
+            return None
+        return opened[1]
+
+    def ledger_matches(self, check_tool: re.Pattern[str], max_changes: int) -> bool:
+        """Whether this detector's ledgers follow calls exactly as one with these settings."""
+        return (
+            self.check_tool.pattern == check_tool.pattern
+            and self.check_tool.flags == check_tool.flags
+            and self.config.max_tracked_mutations == max_changes
+        )
 
 
 class _MissingVerificationRun(DetectorRun):
