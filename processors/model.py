@@ -24,6 +24,11 @@ class StepStatus(StrEnum):
     UNSET = "unset"
 
 
+# Read for every step (`Step.failed`), looked up once: an enum member read through its class
+# goes through the enum class at every use, a module name does not.
+_ERROR = StepStatus.ERROR
+
+
 @dataclass(slots=True, frozen=True)
 class ToolCallRequest:
     """A tool call the model asked for in its output (not yet executed)."""
@@ -82,7 +87,7 @@ class Step:
 
     @property
     def failed(self) -> bool:
-        return self.status is StepStatus.ERROR
+        return self.status is _ERROR
 
 
 class StepRef:

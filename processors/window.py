@@ -19,11 +19,18 @@ import heapq
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from processors import conventions
 from processors.judge import Transcript
 from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind, StepRef
+
+# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
+# enum class at every use, a module name does not.
+_EVALUATION: Final = StepKind.EVALUATION
+_HANDOFF: Final = StepKind.HANDOFF
+_LLM: Final = StepKind.LLM
+_TOOL: Final = StepKind.TOOL
 
 
 @dataclass
@@ -182,15 +189,15 @@ class Run:
         if step.start_ns and (not self.start_ns or step.start_ns < self.start_ns):
             self.start_ns = step.start_ns
         self.end_ns = max(self.end_ns, step.end_ns)
-        if step.kind is StepKind.LLM:
+        if step.kind is _LLM:
             self.llm_calls += 1
             if step.model:
                 self.models[step.model] += 1
-        elif step.kind is StepKind.TOOL:
+        elif step.kind is _TOOL:
             self.tool_calls += 1
         if step.failed:
             self.errors += 1
-        if step.kind is StepKind.EVALUATION:
+        if step.kind is _EVALUATION:
             self.evaluations += 1
         self.input_tokens += step.input_tokens or 0
         self.output_tokens += step.output_tokens or 0
@@ -206,10 +213,10 @@ class Run:
         under this one, an OpenInference agent span, a framework with no hand-off tool). It is
         shown to detectors as a HANDOFF step from the agent that acted last; the message is
         what the new agent was first told."""
-        if step.kind is StepKind.HANDOFF:
+        if step.kind is _HANDOFF:
             self.expected_agent = step.target_agent
             return None
-        if step.kind not in (StepKind.LLM, StepKind.TOOL) or not step.agent:
+        if step.kind not in (_LLM, _TOOL) or not step.agent:
             return None
         previous, self.acting_agent = self.acting_agent, step.agent
         if step.agent == self.expected_agent:
@@ -223,14 +230,14 @@ class Run:
             span_id=step.span_id,
             parent_span_id=step.parent_span_id,
             name=f"handoff from {previous} to {step.agent}",
-            kind=StepKind.HANDOFF,
+            kind=_HANDOFF,
             start_ns=step.start_ns,
             end_ns=step.start_ns,
             dialect=step.dialect,
             service=step.service,
             agent=previous,
             target_agent=step.agent,
-            input_text=step.input_text if step.kind is StepKind.LLM else "",
+            input_text=step.input_text if step.kind is _LLM else "",
         )
 
     def signature(self) -> RunSignature:
@@ -500,7 +507,7 @@ class RunWindows:
                     stats.steps_trimmed += 1
             implied = run.implied_handoff(step)
             if implied is not None:
-                for i in plan[StepKind.HANDOFF]:
+                for i in plan[_HANDOFF]:
                     produced = detectors[i].on_step(implied, run)
                     if produced:
                         findings.extend(self._stamp(run, produced))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from processors.classify import ActionClassifier, ActionKind
 from processors.detectors.base import Detector, short
@@ -27,6 +27,12 @@ from processors.detectors.config import ReasoningActionConfig
 from processors.detectors.signals import Signals, words
 from processors.model import Finding, Step, StepKind
 from processors.window import DetectorRun, Run
+
+# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
+# enum class at every use, a module name does not.
+_MUTATING: Final = ActionKind.MUTATING
+_LLM: Final = StepKind.LLM
+_TOOL: Final = StepKind.TOOL
 
 _READ_ONLY_INTENT = re.compile(
     r"\b(check|inspect|look at|describe|view|list|examine|read|investigate|query|verify)\b",
@@ -76,17 +82,15 @@ class _ReasoningRun(DetectorRun):
         self.findings = 0
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is StepKind.LLM:
+        if step.kind is _LLM:
             return self._on_model(step, run)
-        if step.kind is StepKind.TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             return self._on_tool(step, run)
         return ()
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        last = next(
-            (s for s in reversed(run.window) if s.kind in (StepKind.LLM, StepKind.TOOL)), None
-        )
-        if last is None or last.kind is not StepKind.LLM or last.tool_calls:
+        last = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL)), None)
+        if last is None or last.kind is not _LLM or last.tool_calls:
             return ()
         text = last.output_text
         if not self.detector.signals.announce.found(text):
@@ -176,11 +180,7 @@ class _ReasoningRun(DetectorRun):
                 {"requested": sorted(requested), "executed": step.tool_name},
                 run,
             )
-        if (
-            kind is ActionKind.MUTATING
-            and _READ_ONLY_INTENT.search(text)
-            and not _CHANGE_INTENT.search(text)
-        ):
+        if kind is _MUTATING and _READ_ONLY_INTENT.search(text) and not _CHANGE_INTENT.search(text):
             return self._emit(
                 step,
                 "verb_mismatch",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from processors import conventions
 from processors.classify import ActionKind
@@ -25,6 +26,14 @@ from processors.detectors.config import TerminationAwarenessConfig
 from processors.detectors.signals import Health, is_final_answer
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
+
+# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
+# enum class at every use, a module name does not.
+_MUTATING: Final = ActionKind.MUTATING
+_READ: Final = ActionKind.READ
+_HEALTHY: Final = Health.HEALTHY
+_LLM: Final = StepKind.LLM
+_TOOL: Final = StepKind.TOOL
 
 
 class TerminationAwareness(Detector):
@@ -92,7 +101,7 @@ class _TerminationRun(DetectorRun):
                     run,
                 )
             )
-        if step.kind is StepKind.LLM or step.kind is StepKind.TOOL:
+        if step.kind is _LLM or step.kind is _TOOL:
             self.steps += 1
             if self.budget_version != run.attributes_version:
                 self.budget_version = run.attributes_version
@@ -103,11 +112,11 @@ class _TerminationRun(DetectorRun):
                     self.budget = 0
             if self.budget and self.steps == self.budget + self.config.steps_past_budget:
                 findings.extend(self._past_budget(step, run))
-        if step.kind is StepKind.LLM:
+        if step.kind is _LLM:
             if is_final_answer(step):
                 self.final_answer.setdefault(step.agent, step)
             return findings
-        if step.kind is not StepKind.TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return findings
         classifier = self.detector.classifier
         ref = run.ref(step)
@@ -143,7 +152,7 @@ class _TerminationRun(DetectorRun):
                         )
                     )
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is ActionKind.MUTATING and not step.failed:
+        if action.kind is _MUTATING and not step.failed:
             self.changed_targets = action.targets
             self.healthy_check = None
             self.after_success = []
@@ -168,9 +177,9 @@ class _TerminationRun(DetectorRun):
                     )
         elif (
             self.changed_targets
-            and action.kind is ActionKind.READ
+            and action.kind is _READ
             and action.targets & self.changed_targets
-            and self.detector.signals.health(step.tool_result) is Health.HEALTHY
+            and self.detector.signals.health(step.tool_result) is _HEALTHY
         ):
             self.healthy_check = ref
         return findings
@@ -182,7 +191,7 @@ class _TerminationRun(DetectorRun):
         tokens = {token for token, _ in self.tail}
         last = self.tail[-1][1]
         if len(tokens) != 1 or (
-            run.window and run.window[-1].kind is StepKind.LLM and is_final_answer(run.window[-1])
+            run.window and run.window[-1].kind is _LLM and is_final_answer(run.window[-1])
         ):
             return ()
         steps = [s for _, s in self.tail]
