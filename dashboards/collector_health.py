@@ -44,6 +44,7 @@ PROMQL: dict[str, str] = {
     "rows_written": f"sum by (table) (rate({m.total(m.STORE_ROWS_WRITTEN)}{{{_I}}}[{_RANGE}]))",
     "buffered_rows": f"sum({m.STORE_BUFFERED_ROWS}{{{_I}}})",
     "findings": f"sum by (mode, fatal) (rate({m.total(m.FINDINGS)}{{{_I}}}[{_RANGE}]))",
+    "stage_cpu": f"sum by (stage) (rate({m.total(m.STAGE_CPU_SECONDS)}{{{_I}}}[{_RANGE}]))",
     # At a glance (stat panels, instant): last 5 minutes.
     "glance_spans_in": f"sum(rate({m.total(m.RECEIVER_ITEMS_ACCEPTED)}{{{_I}}}[5m]))",
     "glance_refused": f"sum(rate({m.total(m.RECEIVER_ITEMS_REFUSED)}{{{_I}}}[5m]))",
@@ -178,6 +179,15 @@ def build() -> db.Dashboard:
             "Rows written and buffered",
             [(PROMQL["rows_written"], "{{table}} /s"), (PROMQL["buffered_rows"], "buffered")],
             description="Rows written per second by table, and rows waiting for the next flush.",
+        ),
+        p.prom_timeseries(
+            "CPU by stage",
+            [(PROMQL["stage_cpu"], "{{stage}}")],
+            description="CPU seconds per second each stage takes: receive (parse, decode, "
+            "write-ahead), redact, normalize, detect (windows and detectors), store (on a "
+            "thread of its own). Redact, normalize and detect share one thread: their sum near "
+            "1 means the collector is at its ceiling. Divide by spans in for the cost per span.",
+            unit="percentunit",
         ),
         p.prom_timeseries(
             "Findings by mode",
