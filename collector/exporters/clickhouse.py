@@ -226,14 +226,25 @@ def insert_with_retry(
 
 @dataclass(slots=True)
 class _Rows:
-    """The rows one flush writes; each list loses its rows as they are stored."""
+    """Rows by table: the exporter's buffer, and what one flush takes from it to write (each
+    list then loses its rows as they are stored)."""
 
-    spans: list[SpanRecord]
-    span_checks: list[bool]
-    logs: list[LogRecord]
-    findings: list[Finding]
-    signatures: list[RunSignature]
-    outcomes: list[OutcomeUpdate]
+    spans: list[SpanRecord] = field(default_factory=list)
+    # Per span: look it up in the store before writing it.
+    span_checks: list[bool] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    signatures: list[RunSignature] = field(default_factory=list)
+    outcomes: list[OutcomeUpdate] = field(default_factory=list)
+
+    def put_back(self, unwritten: _Rows) -> None:
+        """Rows a failed flush did not write, ahead of these, in order."""
+        self.spans[:0] = unwritten.spans
+        self.span_checks[:0] = unwritten.span_checks
+        self.logs[:0] = unwritten.logs
+        self.findings[:0] = unwritten.findings
+        self.signatures[:0] = unwritten.signatures
+        self.outcomes[:0] = unwritten.outcomes
 
     def count(self) -> int:
         return (
@@ -281,12 +292,7 @@ class ClickHouseExporter:
         self.max_buffered_rows = max_buffered_rows
         self.retry_initial_s = retry_initial_s
         self.retry_max_s = retry_max_s
-        self._spans: list[SpanRecord] = []
-        self._span_checks: list[bool] = []
-        self._logs: list[LogRecord] = []
-        self._findings: list[Finding] = []
-        self._signatures: list[RunSignature] = []
-        self._outcomes: list[OutcomeUpdate] = []
+        self._buffer = _Rows()
         # A flush takes the buffers under this lock and writes what it took, so rows may be
         # added (by the pipeline's thread) while another thread writes.
         self._lock = threading.Lock()
@@ -299,16 +305,7 @@ class ClickHouseExporter:
     @property
     def buffered_rows(self) -> int:
         """Rows not yet in the store: buffered, or taken by a write in progress."""
-        return self._waiting_rows() + self._writing
-
-    def _waiting_rows(self) -> int:
-        return (
-            len(self._spans)
-            + len(self._logs)
-            + len(self._findings)
-            + len(self._signatures)
-            + len(self._outcomes)
-        )
+        return self._buffer.count() + self._writing
 
     @property
     def full(self) -> bool:
@@ -323,24 +320,24 @@ class ClickHouseExporter:
         """Buffer spans; `check` (one flag, or one per span) asks for a store lookup first."""
         checks = [check] * len(spans) if isinstance(check, bool) else check
         with self._lock:
-            self._spans.extend(spans)
-            self._span_checks.extend(checks)
+            self._buffer.spans.extend(spans)
+            self._buffer.span_checks.extend(checks)
 
     def add_logs(self, logs: list[LogRecord]) -> None:
         with self._lock:
-            self._logs.extend(logs)
+            self._buffer.logs.extend(logs)
 
     def add_findings(self, findings: list[Finding]) -> None:
         with self._lock:
-            self._findings.extend(findings)
+            self._buffer.findings.extend(findings)
 
     def add_signatures(self, signatures: list[RunSignature]) -> None:
         with self._lock:
-            self._signatures.extend(signatures)
+            self._buffer.signatures.extend(signatures)
 
     def add_outcomes(self, outcomes: list[OutcomeUpdate]) -> None:
         with self._lock:
-            self._outcomes.extend(outcomes)
+            self._buffer.outcomes.extend(outcomes)
 
     def flush(self, now: float, force: bool = False, idle: bool = False) -> bool:
         """Write what is due. Returns True when nothing is left buffered (everything handed
@@ -351,18 +348,21 @@ class ClickHouseExporter:
         `eager_flush_interval_s` instead of `flush_interval_s`: a closed run is queryable
         sooner when there is time to spare, while a busy collector keeps its large batches."""
         with self._lock:
-            if not self._waiting_rows():
+            waiting = self._buffer.count()
+            if not waiting:
                 return True
             if not force and now < self._retry_at:
                 return False
             elapsed = now - self._last_flush
+            eager = idle and bool(self._buffer.signatures)
             due = elapsed >= self.flush_interval_s or (
-                idle and bool(self._signatures) and 0 < self.eager_flush_interval_s <= elapsed
+                eager and 0 < self.eager_flush_interval_s <= elapsed
             )
-            if not (force or due or self._waiting_rows() >= self.batch_max_rows):
+            if not (force or due or waiting >= self.batch_max_rows):
                 return False
             self._last_flush = now
-            rows = self._take()
+            rows, self._buffer = self._buffer, _Rows()
+            self._writing = rows.count()
         try:
             # Spans first: a finding or signature should never point at spans not yet stored.
             self._write_spans(rows)
@@ -379,38 +379,14 @@ class ClickHouseExporter:
             # A write reported failed may still have landed (a server that timed out after
             # committing): check every span it held before writing it again.
             rows.span_checks = [True] * len(rows.spans)
-            self._put_back(rows)
+            with self._lock:
+                self._buffer.put_back(rows)
             raise
         finally:
             self._writing = 0
         self._failures = 0
         self._retry_at = 0.0
         return True
-
-    def _take(self) -> _Rows:
-        """Everything buffered, for one flush; the caller holds the lock."""
-        rows = _Rows(
-            self._spans,
-            self._span_checks,
-            self._logs,
-            self._findings,
-            self._signatures,
-            self._outcomes,
-        )
-        self._spans, self._span_checks, self._logs = [], [], []
-        self._findings, self._signatures, self._outcomes = [], [], []
-        self._writing = rows.count()
-        return rows
-
-    def _put_back(self, rows: _Rows) -> None:
-        """Rows a failed flush did not write, ahead of those buffered since, in order."""
-        with self._lock:
-            self._spans[:0] = rows.spans
-            self._span_checks[:0] = rows.span_checks
-            self._logs[:0] = rows.logs
-            self._findings[:0] = rows.findings
-            self._signatures[:0] = rows.signatures
-            self._outcomes[:0] = rows.outcomes
 
     def _write_outcomes(self, rows: _Rows) -> None:
         # Imported here: signature versioning builds its rows with this module's tables.
