@@ -19,18 +19,22 @@ import heapq
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 from processors import conventions
 from processors.judge import Transcript
-from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind, StepRef
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_EVALUATION: Final = StepKind.EVALUATION
-_HANDOFF: Final = StepKind.HANDOFF
-_LLM: Final = StepKind.LLM
-_TOOL: Final = StepKind.TOOL
+from processors.model import (
+    KIND_EVALUATION,
+    KIND_HANDOFF,
+    KIND_LLM,
+    KIND_TOOL,
+    Finding,
+    OutcomeUpdate,
+    RunSignature,
+    Step,
+    StepKind,
+    StepRef,
+)
 
 
 @dataclass
@@ -189,15 +193,15 @@ class Run:
         if step.start_ns and (not self.start_ns or step.start_ns < self.start_ns):
             self.start_ns = step.start_ns
         self.end_ns = max(self.end_ns, step.end_ns)
-        if step.kind is _LLM:
+        if step.kind is KIND_LLM:
             self.llm_calls += 1
             if step.model:
                 self.models[step.model] += 1
-        elif step.kind is _TOOL:
+        elif step.kind is KIND_TOOL:
             self.tool_calls += 1
         if step.failed:
             self.errors += 1
-        if step.kind is _EVALUATION:
+        if step.kind is KIND_EVALUATION:
             self.evaluations += 1
         self.input_tokens += step.input_tokens or 0
         self.output_tokens += step.output_tokens or 0
@@ -213,10 +217,10 @@ class Run:
         under this one, an OpenInference agent span, a framework with no hand-off tool). It is
         shown to detectors as a HANDOFF step from the agent that acted last; the message is
         what the new agent was first told."""
-        if step.kind is _HANDOFF:
+        if step.kind is KIND_HANDOFF:
             self.expected_agent = step.target_agent
             return None
-        if step.kind not in (_LLM, _TOOL) or not step.agent:
+        if step.kind not in (KIND_LLM, KIND_TOOL) or not step.agent:
             return None
         previous, self.acting_agent = self.acting_agent, step.agent
         if step.agent == self.expected_agent:
@@ -230,14 +234,14 @@ class Run:
             span_id=step.span_id,
             parent_span_id=step.parent_span_id,
             name=f"handoff from {previous} to {step.agent}",
-            kind=_HANDOFF,
+            kind=KIND_HANDOFF,
             start_ns=step.start_ns,
             end_ns=step.start_ns,
             dialect=step.dialect,
             service=step.service,
             agent=previous,
             target_agent=step.agent,
-            input_text=step.input_text if step.kind is _LLM else "",
+            input_text=step.input_text if step.kind is KIND_LLM else "",
         )
 
     def signature(self) -> RunSignature:
@@ -507,7 +511,7 @@ class RunWindows:
                     stats.steps_trimmed += 1
             implied = run.implied_handoff(step)
             if implied is not None:
-                for i in plan[_HANDOFF]:
+                for i in plan[KIND_HANDOFF]:
                     produced = detectors[i].on_step(implied, run)
                     if produced:
                         findings.extend(self._stamp(run, produced))

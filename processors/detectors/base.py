@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 from processors.classify import ActionClassifier
 from processors.detectors.signals import Signals
-from processors.model import Cost, Finding, Step, StepKind, StepRef
+from processors.model import KIND_LLM, KIND_TOOL, Cost, Finding, Step, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_LLM: Final = StepKind.LLM
-_TOOL: Final = StepKind.TOOL
 
 
 class Detector(ABC):
@@ -78,11 +73,11 @@ def stretch_cost(run: Run, evidence: Sequence[Step | StepRef]) -> Cost:
     for step in run.window:
         if step.start_ns < first or step.end_ns > last:
             continue
-        if step.kind is _LLM:
+        if step.kind is KIND_LLM:
             cost.llm_calls += 1
             cost.input_tokens += step.input_tokens or 0
             cost.output_tokens += step.output_tokens or 0
-        elif step.kind is _TOOL:
+        elif step.kind is KIND_TOOL:
             cost.tool_calls += 1
     return cost
 

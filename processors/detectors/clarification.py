@@ -12,24 +12,22 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
 
 from processors import conventions
-from processors.classify import ActionKind
+from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import ClarificationConfig
 from processors.detectors.signals import words
-from processors.model import Finding, Step, StepKind
+from processors.model import (
+    KIND_AGENT,
+    KIND_HANDOFF,
+    KIND_HUMAN,
+    KIND_LLM,
+    KIND_TOOL,
+    Finding,
+    Step,
+)
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_AGENT: Final = StepKind.AGENT
-_HANDOFF: Final = StepKind.HANDOFF
-_HUMAN: Final = StepKind.HUMAN
-_LLM: Final = StepKind.LLM
-_TOOL: Final = StepKind.TOOL
 
 # Words remembered per run from inputs and results (a bound on memory, not on correctness:
 # past it, unnamed-target findings stop).
@@ -58,7 +56,7 @@ class _ClarificationRun(DetectorRun):
         "told",
         "unclear",
     )
-    kinds = frozenset({_HUMAN, _LLM, _AGENT, _HANDOFF, _TOOL})
+    kinds = frozenset({KIND_HUMAN, KIND_LLM, KIND_AGENT, KIND_HANDOFF, KIND_TOOL})
 
     def __init__(self, detector: Clarification) -> None:
         self.detector = detector
@@ -84,27 +82,27 @@ class _ClarificationRun(DetectorRun):
             if isinstance(task, str):
                 self._learn(task)
                 self.task_seen = self.told = True
-        if step.kind is _HUMAN:
+        if step.kind is KIND_HUMAN:
             self.unclear = None
             self._learn(step.input_text)
             self.told = self.told or bool(step.input_text)
             return ()
-        if step.kind in (_LLM, _AGENT, _HANDOFF):
+        if step.kind in (KIND_LLM, KIND_AGENT, KIND_HANDOFF):
             # What the agent is told (prompts, hand-offs) names things; its own output does not.
             self._learn(step.input_text)
             self.told = self.told or bool(step.input_text)
             if (
-                step.kind is _LLM
+                step.kind is KIND_LLM
                 and not step.tool_calls
                 and step.output_text.rstrip().endswith("?")
             ):
                 self.unclear = None
             return ()
-        if step.kind is not _TOOL or not step.tool_name:
+        if step.kind is not KIND_TOOL or not step.tool_name:
             return ()
         action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
         findings: list[Finding] = []
-        if action.kind is _MUTATING and not step.failed:
+        if action.kind is ACTION_MUTATING and not step.failed:
             if self.unclear is not None:
                 findings.append(self._ambiguous(step, self.unclear, run))
                 self.unclear = None
@@ -117,7 +115,7 @@ class _ClarificationRun(DetectorRun):
                 unnamed = sorted(t for t in action.targets if t not in self.known)
                 if unnamed and len(unnamed) == len(action.targets):
                     findings.append(self._unnamed(step, unnamed, run))
-        elif action.kind is not _MUTATING:
+        elif action.kind is not ACTION_MUTATING:
             result = step.tool_result or step.error
             if self.detector.signals.ambiguous.found(result):
                 self.unclear = step

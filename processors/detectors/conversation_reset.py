@@ -13,16 +13,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
 
 from processors.detectors.base import Detector
 from processors.detectors.config import ConversationResetConfig
-from processors.model import Finding, Step, StepKind
+from processors.model import KIND_LLM, Finding, Step
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_LLM: Final = StepKind.LLM
 
 
 @dataclass(slots=True)
@@ -84,7 +79,7 @@ class _ResetRun(DetectorRun):
         if _names_summary(step.name, step.agent, step.operation):
             self.summaries += 1
             return ()
-        if step.kind is not _LLM:
+        if step.kind is not KIND_LLM:
             return ()
         ctx = self.contexts.get(step.agent)
         if ctx is None:

@@ -10,21 +10,22 @@ wandering look relevant.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
 
 from processors import conventions
 from processors.detectors.base import Detector
 from processors.detectors.config import DerailmentConfig
 from processors.detectors.signals import words
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import (
+    KIND_HANDOFF,
+    KIND_HUMAN,
+    KIND_LLM,
+    KIND_TOOL,
+    Finding,
+    Step,
+    StepKind,
+    StepRef,
+)
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_HANDOFF: Final = StepKind.HANDOFF
-_HUMAN: Final = StepKind.HUMAN
-_LLM: Final = StepKind.LLM
-_TOOL: Final = StepKind.TOOL
 
 _MAX_WORDS = 50_000
 
@@ -61,11 +62,13 @@ class _DerailmentRun(DetectorRun):
         if isinstance(task, str) and not self.task_known:
             self._learn(task)
             self.task_known = True
-        if step.kind in (_HUMAN, _HANDOFF) or (step.kind is _LLM and not self.task_known):
+        if step.kind in (KIND_HUMAN, KIND_HANDOFF) or (
+            step.kind is KIND_LLM and not self.task_known
+        ):
             self._learn(step.input_text)
             self.task_known = self.task_known or bool(step.input_text)
             return ()
-        if step.kind is not _TOOL or not step.tool_name or not self.task_known:
+        if step.kind is not KIND_TOOL or not step.tool_name or not self.task_known:
             return ()
         targets = self.detector.classifier.classify(step.tool_name, step.tool_arguments).targets
         if not targets:

@@ -21,24 +21,24 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any
 
-from processors.classify import ActionClassifier, ActionKind
+from processors.classify import ACTION_MUTATING, ACTION_READ, ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import ConversationResetConfig, HistoryLossConfig
 from processors.detectors.conversation_reset import is_back_to_opening
 from processors.detectors.signals import Signals
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import (
+    KIND_AGENT,
+    KIND_LLM,
+    KIND_OTHER,
+    KIND_TOOL,
+    Finding,
+    Step,
+    StepKind,
+    StepRef,
+)
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_READ: Final = ActionKind.READ
-_AGENT: Final = StepKind.AGENT
-_LLM: Final = StepKind.LLM
-_OTHER: Final = StepKind.OTHER
-_TOOL: Final = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -104,14 +104,14 @@ class _HistoryLossRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if self._is_summary(step):
             self.summaries += 1
-        if step.kind is _LLM:
+        if step.kind is KIND_LLM:
             return self._on_llm(step, run)
-        if step.kind is _TOOL and step.tool_name:
+        if step.kind is KIND_TOOL and step.tool_name:
             return self._on_tool(step, run)
         return ()
 
     def _is_summary(self, step: Step) -> bool:
-        if step.kind not in (_LLM, _AGENT, _OTHER):
+        if step.kind not in (KIND_LLM, KIND_AGENT, KIND_OTHER):
             return False
         return self.detector.names_summary(step.name, step.agent, step.operation)
 
@@ -170,10 +170,10 @@ class _HistoryLossRun(DetectorRun):
         classifier = self.detector.classifier
         self.tool_index += 1
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is _MUTATING:
+        if action.kind is ACTION_MUTATING:
             self.world += 1
             return []
-        if step.failed or action.kind is not _READ:
+        if step.failed or action.kind is not ACTION_READ:
             return []
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
         result = hash(classifier.result_fingerprint(step.tool_result))

@@ -12,17 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
 
 from processors.detectors.base import Detector, short
 from processors.detectors.config import IgnoredInputConfig
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_HANDOFF: Final = StepKind.HANDOFF
-_TOOL: Final = StepKind.TOOL
 
 _FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
 # The receiver's first calls a finding cites; later ones are only counted.
@@ -63,7 +57,7 @@ class _IgnoredInputRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         classifier = self.detector.classifier
         findings: list[Finding] = []
-        if step.kind is _HANDOFF and step.target_agent:
+        if step.kind is KIND_HANDOFF and step.target_agent:
             previous = self.assignments.pop(step.agent, None)
             if previous is not None:
                 findings.extend(self._judge(previous, run))
@@ -77,7 +71,7 @@ class _IgnoredInputRun(DetectorRun):
                 else set(),
             )
             return findings
-        if step.kind is not _TOOL or not step.tool_name:
+        if step.kind is not KIND_TOOL or not step.tool_name:
             return findings
         key = classifier.canonical_call(step.tool_name, step.tool_arguments)
         if step.failed:

@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any
 
 from processors.classify import ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import IncorrectVerificationConfig
 from processors.detectors.missing_verification import MissingVerification
-from processors.detectors.signals import Health, Signals
+from processors.detectors.signals import HEALTH_UNHEALTHY, Signals
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_UNHEALTHY: Final = Health.UNHEALTHY
 
 # The same notion of a system-wide check as FM-3.2's default.
 _CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)
@@ -88,13 +84,16 @@ class _IncorrectVerificationRun(DetectorRun):
         claim = short(answer.output_text)
         if not ledger.changes:
             last = ledger.last_read
-            if last is not None and self.detector.signals.health(last.tool_result) is _UNHEALTHY:
+            if (
+                last is not None
+                and self.detector.signals.health(last.tool_result) is HEALTH_UNHEALTHY
+            ):
                 return [self._unhealthy(last, last.tool_result, None, answer, claim, run)]
             return ()
         change = ledger.changes[-1]
         check = change.last_check
         if change.checks and check is not None:
-            if self.detector.signals.health(check.result) is not _UNHEALTHY:
+            if self.detector.signals.health(check.result) is not HEALTH_UNHEALTHY:
                 return ()
             return [self._unhealthy(check.ref, check.result, change.ref, answer, claim, run)]
         if change.other_reads:

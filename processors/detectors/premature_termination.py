@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any
 
 from processors.classify import ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import PrematureTerminationConfig
 from processors.detectors.signals import Signals, is_final_answer
-from processors.model import Finding, Step, StepKind
+from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_LLM: Final = StepKind.LLM
-_TOOL: Final = StepKind.TOOL
 
 
 class PrematureTermination(Detector):
@@ -58,9 +53,9 @@ class _PrematureRun(DetectorRun):
         self.last_model: Step | None = None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is _TOOL and step.tool_name:
+        if step.kind is KIND_TOOL and step.tool_name:
             self.last_tool = step
-        elif step.kind is _LLM:
+        elif step.kind is KIND_LLM:
             self.last_model = step
         return ()
 

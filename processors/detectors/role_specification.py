@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any
 
 from processors import conventions
-from processors.classify import ActionClassifier, ActionKind
+from processors.classify import ACTION_MUTATING, ActionClassifier
 from processors.detectors.base import Detector, short
 from processors.detectors.config import RoleSpecificationConfig
 from processors.detectors.signals import Signals
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import KIND_AGENT, KIND_TOOL, Finding, Step, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_AGENT: Final = StepKind.AGENT
-_TOOL: Final = StepKind.TOOL
 
 _MAX_TRACKED_CALLS = 4096
 
@@ -91,14 +85,15 @@ class _RoleRun(DetectorRun):
         if step.agent and step.run_attributes:
             tools = _tool_list(step.run_attributes.get(conventions.AGENT_ALLOWED_TOOLS))
             # The agent's own span says it best; any other span's word is taken until then.
-            if tools is not None and (step.kind is _AGENT or step.agent not in self.role_tools):
+            if tools is not None and (step.kind is KIND_AGENT or step.agent not in self.role_tools):
                 self.role_tools[step.agent] = tools
             if step.run_attributes.get(conventions.AGENT_READ_ONLY) is True:
                 self.read_only.add(step.agent)
-        if step.kind is not _TOOL or not step.tool_name or not step.agent:
+        if step.kind is not KIND_TOOL or not step.tool_name or not step.agent:
             return ()
         mutating = (
-            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
+            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+            is ACTION_MUTATING
         )
         findings = self._check(step, mutating, step.tool_arguments, run)
         if self.tracked < _MAX_TRACKED_CALLS:

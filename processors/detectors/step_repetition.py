@@ -20,18 +20,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
 
-from processors.classify import ActionKind
+from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import StepRepetitionConfig
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_TOOL: Final = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -84,7 +78,7 @@ class _StepRepetitionRun(DetectorRun):
         self.reported_cycles: set[tuple[_Token, ...]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is not _TOOL or not step.tool_name:
+        if step.kind is not KIND_TOOL or not step.tool_name:
             return ()
         classifier = self.detector.classifier
         self.tool_index += 1
@@ -92,7 +86,7 @@ class _StepRepetitionRun(DetectorRun):
         result = classifier.result_fingerprint(step.tool_result)
         if step.failed:
             result = f"error:{classifier.result_fingerprint(step.error)}|{result}"
-        mutating = classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
+        mutating = classifier.classify(step.tool_name, step.tool_arguments).kind is ACTION_MUTATING
         findings: list[Finding] = []
         streak = self.streaks.get(key)
         fresh = (

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from processors import conventions
-from processors.classify import ActionKind
+from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import TaskSpecificationConfig
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_TOOL: Final = StepKind.TOOL
 
 # Tool calls checked again at close (the first ones of a run).
 _MAX_TRACKED_CALLS = 4096
@@ -132,9 +127,9 @@ class _TaskSpecificationRun(DetectorRun):
         self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
         if policy.max_steps or policy.max_tokens or policy.max_seconds:
             findings.extend(self._budgets(step, run, policy))
-        if step.kind is _TOOL and step.tool_name:
+        if step.kind is KIND_TOOL and step.tool_name:
             action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-            mutating = action.kind is _MUTATING
+            mutating = action.kind is ACTION_MUTATING
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
             if self.tracked < _MAX_TRACKED_CALLS:

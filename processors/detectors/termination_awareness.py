@@ -17,23 +17,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Final
 
 from processors import conventions
-from processors.classify import ActionKind
+from processors.classify import ACTION_MUTATING, ACTION_READ
 from processors.detectors.base import Detector
 from processors.detectors.config import TerminationAwarenessConfig
-from processors.detectors.signals import Health, is_final_answer
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.detectors.signals import HEALTH_HEALTHY, is_final_answer
+from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_READ: Final = ActionKind.READ
-_HEALTHY: Final = Health.HEALTHY
-_LLM: Final = StepKind.LLM
-_TOOL: Final = StepKind.TOOL
 
 
 class TerminationAwareness(Detector):
@@ -101,7 +92,7 @@ class _TerminationRun(DetectorRun):
                     run,
                 )
             )
-        if step.kind is _LLM or step.kind is _TOOL:
+        if step.kind is KIND_LLM or step.kind is KIND_TOOL:
             self.steps += 1
             if self.budget_version != run.attributes_version:
                 self.budget_version = run.attributes_version
@@ -112,11 +103,11 @@ class _TerminationRun(DetectorRun):
                     self.budget = 0
             if self.budget and self.steps == self.budget + self.config.steps_past_budget:
                 findings.extend(self._past_budget(step, run))
-        if step.kind is _LLM:
+        if step.kind is KIND_LLM:
             if is_final_answer(step):
                 self.final_answer.setdefault(step.agent, step)
             return findings
-        if step.kind is not _TOOL or not step.tool_name:
+        if step.kind is not KIND_TOOL or not step.tool_name:
             return findings
         classifier = self.detector.classifier
         ref = run.ref(step)
@@ -152,7 +143,7 @@ class _TerminationRun(DetectorRun):
                         )
                     )
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is _MUTATING and not step.failed:
+        if action.kind is ACTION_MUTATING and not step.failed:
             self.changed_targets = action.targets
             self.healthy_check = None
             self.after_success = []
@@ -177,9 +168,9 @@ class _TerminationRun(DetectorRun):
                     )
         elif (
             self.changed_targets
-            and action.kind is _READ
+            and action.kind is ACTION_READ
             and action.targets & self.changed_targets
-            and self.detector.signals.health(step.tool_result) is _HEALTHY
+            and self.detector.signals.health(step.tool_result) is HEALTH_HEALTHY
         ):
             self.healthy_check = ref
         return findings
@@ -191,7 +182,7 @@ class _TerminationRun(DetectorRun):
         tokens = {token for token, _ in self.tail}
         last = self.tail[-1][1]
         if len(tokens) != 1 or (
-            run.window and run.window[-1].kind is _LLM and is_final_answer(run.window[-1])
+            run.window and run.window[-1].kind is KIND_LLM and is_final_answer(run.window[-1])
         ):
             return ()
         steps = [s for _, s in self.tail]

@@ -11,19 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
 
-from processors.classify import ActionKind
+from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import WithholdingConfig
-from processors.model import Finding, Step, StepKind, StepRef
+from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.window import DetectorRun, Run
-
-# Enum members read for every step, looked up once: `StepKind.LLM` goes through the
-# enum class at every use, a module name does not.
-_MUTATING: Final = ActionKind.MUTATING
-_HANDOFF: Final = StepKind.HANDOFF
-_TOOL: Final = StepKind.TOOL
 
 _FAILURE_WORDS = ("error", "fail", "denied", "forbidden", "refused", "not found", "timeout")
 _MAX_CALLS_PER_AGENT = 1024
@@ -62,9 +55,9 @@ class _WithholdingRun(DetectorRun):
         self.reported_calls: set[int] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is _HANDOFF and step.target_agent:
+        if step.kind is KIND_HANDOFF and step.target_agent:
             return self._on_handoff(step, run)
-        if step.kind is not _TOOL or not step.tool_name:
+        if step.kind is not KIND_TOOL or not step.tool_name:
             return ()
         knowledge = self.known.setdefault(step.agent, _Knowledge())
         classifier = self.detector.classifier
@@ -73,7 +66,7 @@ class _WithholdingRun(DetectorRun):
                 knowledge.failures.append((run.ref(step), short(step.error or step.tool_result)))
             return ()
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is _MUTATING:
+        if action.kind is ACTION_MUTATING:
             self.changed_since.update(self.handed)
             return ()
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
