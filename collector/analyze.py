@@ -59,9 +59,9 @@ def run_files(
         whole_runs = recognise(path) is not otlp
         for request in read_requests(path):
             if isinstance(request, ExportLogsServiceRequest):
-                records = decode_logs(request, max_value_depth=depth).records
-                summary.logs += len(records)
-                pipeline.process_logs(records)
+                logs = decode_logs(request, max_value_depth=depth).records
+                summary.logs += len(logs)
+                pipeline.process_logs(logs)
             else:
                 records = decode_spans(request, max_value_depth=depth).records
                 spans += len(records)

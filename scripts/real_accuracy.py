@@ -207,9 +207,7 @@ def figures(runs: list[RunResult], labels: dict[int, list[Label]]) -> dict[str, 
             if labelled and found:
                 tp += 1
                 marks = [m for m in label.modes[mode] if m >= 0]
-                if any(
-                    abs(f["message_index"] - m) <= STEP_TOLERANCE for f in found for m in marks
-                ):
+                if any(abs(f["message_index"] - m) <= STEP_TOLERANCE for f in found for m in marks):
                     at_step += 1
             elif found:
                 fp += 1
@@ -229,9 +227,7 @@ def figures(runs: list[RunResult], labels: dict[int, list[Label]]) -> dict[str, 
         }
 
     clean_success = [
-        i
-        for i, label in chosen.items()
-        if not label.modes and by_index[i].outcome == "success"
+        i for i, label in chosen.items() if not label.modes and by_index[i].outcome == "success"
     ]
     silent = [i for i in clean_success if not by_index[i].findings]
 

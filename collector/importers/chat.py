@@ -46,12 +46,13 @@ AGENT = "assistant"
 def recognises(head: bytes) -> bool:
     """JSON whose first object is a message (`role`) or a run holding messages."""
     text = head.lstrip()
-    if not text[:1] in (b"[", b"{"):
+    if text[:1] not in (b"[", b"{"):
         return False
-    return any(
-        marker in head
-        for marker in (b'"role"', b'"traj"', b'"messages"', b'"conversation"')
-    ) and b'"resourceSpans"' not in head and b'"resource_spans"' not in head
+    return (
+        any(marker in head for marker in (b'"role"', b'"traj"', b'"messages"', b'"conversation"'))
+        and b'"resourceSpans"' not in head
+        and b'"resource_spans"' not in head
+    )
 
 
 def read(path: str) -> Iterator[Any]:
@@ -80,13 +81,12 @@ def _documents(raw: bytes, path: str) -> list[tuple[int, Any]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    lines: list[tuple[int, Any]] | None = None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError:
         doc = None
         lines = _json_lines(text, path)
-    else:
-        lines = None
     if lines is not None:
         if lines and all(_is_message(item) for _, item in lines):
             return [(0, [item for _, item in lines])]
@@ -98,8 +98,7 @@ def _documents(raw: bytes, path: str) -> list[tuple[int, Any]]:
     if isinstance(doc, dict):
         return [(0, doc)]
     raise ImportFormatError(
-        f"{path}: expected a list of messages or of runs, or a run object, "
-        f"got {type(doc).__name__}"
+        f"{path}: expected a list of messages or of runs, or a run object, got {type(doc).__name__}"
     )
 
 
@@ -179,9 +178,7 @@ def build_run(
         value = meta.get(key)
         if isinstance(value, int | str) and not isinstance(value, bool):
             root_attrs[attr] = value
-    spans = [
-        SpanSpec(root_id, f"invoke_agent {AGENT}", at(0), at(len(messages)), "", root_attrs)
-    ]
+    spans = [SpanSpec(root_id, f"invoke_agent {AGENT}", at(0), at(len(messages)), "", root_attrs)]
 
     history: list[dict[str, Any]] = []
     open_calls: dict[str, SpanSpec] = {}  # call id → its tool span, until answered
@@ -208,7 +205,9 @@ def build_run(
         if role == "assistant":
             calls = _calls(message, index, where)
             parts: list[dict[str, Any]] = [S.text_part(text)] if text else []
-            parts += [S.tool_call_part(cid, name, S.arguments_value(args)) for cid, name, args in calls]
+            parts += [
+                S.tool_call_part(cid, name, S.arguments_value(args)) for cid, name, args in calls
+            ]
             output = {
                 "role": "assistant",
                 "parts": parts,
@@ -234,7 +233,9 @@ def build_run(
             history.append({"role": "assistant", "parts": parts})
             for offset, (call_id, name, arguments) in enumerate(calls):
                 if call_id in open_calls:
-                    raise ImportFormatError(f"{where}, message {index}: tool call id {call_id!r} used twice")
+                    raise ImportFormatError(
+                        f"{where}, message {index}: tool call id {call_id!r} used twice"
+                    )
                 tool = SpanSpec(
                     S.span_id_for(trace_id, "call", str(index), str(offset)),
                     f"execute_tool {name}",
@@ -265,7 +266,7 @@ def build_run(
                     f"{where}, message {index}: a {role} result with no earlier unanswered call"
                 )
             call_id = order[0]
-        tool = open_calls.pop(call_id, None)
+        tool = open_calls.pop(call_id) if call_id in open_calls else None
         if tool is None:
             raise ImportFormatError(
                 f"{where}, message {index}: tool result for call id {call_id!r}, "

@@ -103,9 +103,16 @@ def _lines(raw: bytes, path: str) -> list[tuple[int, dict[str, Any]]]:
         if doc.get("type") in LINE_TYPES and isinstance(doc.get("payload"), dict):
             out.append((index, doc))
         elif not out and "id" in doc and "type" not in doc:
-            out.append((index, {"timestamp": doc.get("timestamp"), "type": "session_meta", "payload": doc}))
+            out.append(
+                (index, {"timestamp": doc.get("timestamp"), "type": "session_meta", "payload": doc})
+            )
         elif isinstance(doc.get("type"), str) and "payload" not in doc:
-            out.append((index, {"timestamp": doc.get("timestamp"), "type": "response_item", "payload": doc}))
+            out.append(
+                (
+                    index,
+                    {"timestamp": doc.get("timestamp"), "type": "response_item", "payload": doc},
+                )
+            )
         else:
             raise ImportFormatError(
                 f"{path}:{index + 1}: not a Codex rollout line (type {doc.get('type')!r})"
@@ -125,8 +132,12 @@ class _Builder:
         self.model = ""
         self.calls: dict[str, SpanSpec] = {}
         self.group: list[tuple[int, int, dict[str, Any]]] = []  # (index, time, item)
-        self.last_chat: SpanSpec | None = None
         self.instructions: list[str] = []
+        # Token usage of the model response being gathered, or of the next one: Codex writes
+        # a response's `token_count` event just before or just after its items.
+        self.usage: dict[str, int] = {}
+        self.pending_usage: dict[str, int] = {}
+        self.last_total: Any = None
         self.first_user = ""
 
     def common(self) -> dict[str, Any]:
@@ -158,6 +169,7 @@ class _Builder:
                 parts.append(S.tool_call_part(call_id, name, S.arguments_value(arguments)))
                 calls.append((index, time_ns, call_id, name, arguments))
         finish = "tool_call" if calls else "stop"
+        usage, self.usage, self.pending_usage = self.usage or self.pending_usage, {}, {}
         output = {"role": "assistant", "parts": parts, "finish_reason": finish}
         chat = SpanSpec(
             S.span_id_for(self.trace_id, "line", str(first_index)),
@@ -172,10 +184,10 @@ class _Builder:
                 "gen_ai.output.messages": json.dumps([output], ensure_ascii=False),
                 "gen_ai.response.finish_reasons": [finish],
                 S.MESSAGE_INDEX: first_index,
+                **usage,
             },
         )
         self.spans.append(chat)
-        self.last_chat = chat
         self.history.append({"role": "assistant", "parts": parts})
         for offset, (index, time_ns, call_id, name, arguments) in enumerate(calls):
             if call_id in self.calls:
@@ -217,7 +229,9 @@ class _Builder:
             tool.error = S.cut(text.strip(), 500) or "tool failed"
         self.history.append({"role": "tool", "parts": [S.tool_response_part(call_id, text)]})
 
-    def plain(self, index: int, time_ns: int, name: str, attrs: dict[str, Any], error: str | None = None) -> SpanSpec:
+    def plain(
+        self, index: int, time_ns: int, name: str, attrs: dict[str, Any], error: str | None = None
+    ) -> SpanSpec:
         span = SpanSpec(
             S.span_id_for(self.trace_id, "line", str(index)),
             name,
@@ -232,7 +246,9 @@ class _Builder:
 
 
 def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -> RunSpec:
-    meta = next((doc["payload"] for _, doc in lines if doc["type"] == "session_meta"), {})
+    meta: dict[str, Any] = next(
+        (doc["payload"] for _, doc in lines if doc["type"] == "session_meta"), {}
+    )
     session = _str(meta.get("id") or meta.get("session_id"))
     trace_id = stable_hex("codex", session) if session else S.stable_hex_trace(FORMAT, digest)
     b = _Builder(trace_id, path)
@@ -277,14 +293,16 @@ def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -
     task = "\n\n".join([*b.instructions, b.first_user] if b.first_user else b.instructions)
     if task:
         root_attrs["mast.task.description"] = task
-    root = SpanSpec(b.root_id, f"invoke_agent {AGENT}", first_time, last_time + 10_000, "", root_attrs)
+    root = SpanSpec(
+        b.root_id, f"invoke_agent {AGENT}", first_time, last_time + 10_000, "", root_attrs
+    )
     return RunSpec(trace_id, [root, *b.spans], service="codex", label=path)
 
 
 def _item(b: _Builder, index: int, time_ns: int, item: dict[str, Any]) -> None:
     kind = item.get("type")
     role = item.get("role")
-    if kind == "message" and role == "assistant" or kind in OUTPUT_ITEMS:
+    if (kind == "message" and role == "assistant") or kind in OUTPUT_ITEMS:
         b.group.append((index, time_ns, item))
         return
     b.flush()
@@ -292,7 +310,9 @@ def _item(b: _Builder, index: int, time_ns: int, item: dict[str, Any]) -> None:
         b.result(index, time_ns, item)
     elif kind == "message" and role in ("user", "developer", "system"):
         text = _content_text(item.get("content"))
-        b.history.append({"role": "user" if role == "user" else "system", "parts": [S.text_part(text)]})
+        b.history.append(
+            {"role": "user" if role == "user" else "system", "parts": [S.text_part(text)]}
+        )
         stripped = text.strip()
         if role != "user" or stripped.startswith(_INSTRUCTION_PREFIXES):
             if stripped:
@@ -308,13 +328,23 @@ def _event(b: _Builder, index: int, time_ns: int, event: dict[str, Any]) -> None
     kind = event.get("type")
     if kind == "token_count":
         info = event.get("info")
-        usage = info.get("last_token_usage") if isinstance(info, dict) else None
-        chat = b.last_chat
-        if isinstance(usage, dict) and chat is not None and "gen_ai.usage.input_tokens" not in chat.attributes:
-            for key, attr in (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens")):
-                value = usage.get(key)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    chat.attributes[attr] = value
+        if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
+            return
+        if info.get("total_token_usage") == b.last_total:
+            return  # the same count again (Codex repeats it at turn boundaries)
+        b.last_total = info.get("total_token_usage")
+        usage = {}
+        for key, attr in (
+            ("input_tokens", "gen_ai.usage.input_tokens"),
+            ("output_tokens", "gen_ai.usage.output_tokens"),
+        ):
+            value = info["last_token_usage"].get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                usage[attr] = value
+        if b.group:
+            b.usage = usage
+        else:
+            b.pending_usage = usage
     elif kind in ("error", "stream_error"):
         b.flush()
         message = _str(event.get("message")) or kind
@@ -375,7 +405,9 @@ def _history_of(items: list[Any]) -> list[dict[str, Any]]:
     for item in items:
         if isinstance(item, dict) and item.get("type") == "message":
             role = "assistant" if item.get("role") == "assistant" else "user"
-            history.append({"role": role, "parts": [S.text_part(_content_text(item.get("content")))]})
+            history.append(
+                {"role": role, "parts": [S.text_part(_content_text(item.get("content")))]}
+            )
     return history
 
 

@@ -17,8 +17,14 @@ def recognises(head: bytes) -> bool:
         return True
     return any(
         key in head
-        for key in (b'"resourceSpans"', b'"resource_spans"', b'"resourceLogs"', b'"resource_logs"',
-                    b'"resourceMetrics"', b'"resource_metrics"')
+        for key in (
+            b'"resourceSpans"',
+            b'"resource_spans"',
+            b'"resourceLogs"',
+            b'"resource_logs"',
+            b'"resourceMetrics"',
+            b'"resource_metrics"',
+        )
     )
 
 
