@@ -266,18 +266,18 @@ def build_run(
                     f"{where}, message {index}: a {role} result with no earlier unanswered call"
                 )
             call_id = order[0]
-        tool = open_calls.pop(call_id) if call_id in open_calls else None
-        if tool is None:
+        if call_id not in open_calls:
             raise ImportFormatError(
                 f"{where}, message {index}: tool result for call id {call_id!r}, "
                 f"which no earlier assistant message requested (or was already answered)"
             )
+        answered = open_calls.pop(call_id)
         order.remove(call_id)
-        tool.attributes["gen_ai.tool.call.result"] = text
-        tool.attributes[S.RESULT_MESSAGE_INDEX] = index
-        tool.end_ns = max(tool.start_ns, at(index, 1))
+        answered.attributes["gen_ai.tool.call.result"] = text
+        answered.attributes[S.RESULT_MESSAGE_INDEX] = index
+        answered.end_ns = max(answered.start_ns, at(index, 1))
         if text.lstrip().startswith("Error"):
-            tool.error = S.cut(text.strip(), 500)
+            answered.error = S.cut(text.strip(), 500)
         history.append({"role": "tool", "parts": [S.tool_response_part(call_id, text)]})
     return RunSpec(trace_id, spans, service="imported-agent", label=where)
 
