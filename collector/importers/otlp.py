@@ -11,10 +11,11 @@ FORMAT = "otlp"
 
 
 def recognises(head: bytes) -> bool:
-    """OTLP/JSON names its resources; anything that is not JSON text may be protobuf."""
+    """OTLP/JSON names its resources; binary content (control bytes, or not UTF-8) is read as
+    OTLP protobuf. Other text is not OTLP."""
     text = head.lstrip()
     if text[:1] not in (b"{", b"["):
-        return True
+        return _binary(head)
     return any(
         key in head
         for key in (
@@ -30,3 +31,16 @@ def recognises(head: bytes) -> bool:
 
 def read(path: str) -> Iterator[OtlpRequest]:
     yield from read_otlp_file(path)
+
+
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f")
+
+
+def _binary(head: bytes) -> bool:
+    if any(byte < 0x20 and byte not in _TEXT_CONTROLS for byte in head):
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # a character cut at the end of the head is text
+    return False
