@@ -1,5 +1,5 @@
-"""The `mast-otel` command line: serve, demo, analyze, findings, signatures, failing, run,
-migrate, backfill, outcome."""
+"""The `mast-otel` command line: serve, demo, analyze, import, findings, signatures, failing,
+run, migrate, backfill, outcome."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from collector import __version__, queries
 from collector.config import Config, ConfigError, apply_overrides, load_config
+from collector.importers.errors import ImportFormatError
 from collector.otlp.decode import OtlpDecodeError
 from collector.store import Store, StoreError, open_store
 from processors.scoring import GroupSummary
@@ -277,6 +278,28 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for f in findings
     ]
     _print_findings(rows, args.output)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from collector.analyze import ImportProgress, import_files
+
+    config = _config(args)
+    progress = ImportProgress(sys.stderr)
+    try:
+        summary = import_files(config, args.files, progress=progress)
+    finally:
+        progress.done()
+    storage = config.storage
+    where = storage.clickhouse.url if storage.backend == "clickhouse" else storage.data_dir
+    modes = ", ".join(f"{m} {n}" for m, n in sorted(summary.findings_by_mode.items()))
+    print(
+        f"imported {summary.runs} runs ({summary.spans} spans"
+        + (f", {summary.logs} log records" if summary.logs else "")
+        + f") from {summary.files} file(s) into {where}: {summary.findings} findings"
+        + (f" ({modes})" if modes else "")
+        + f", {summary.signatures} run signatures"
+    )
     return 0
 
 
@@ -660,11 +683,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     health.set_defaults(func=cmd_health)
 
-    analyze = sub.add_parser("analyze", help="run the detectors over OTLP JSON/protobuf files")
-    analyze.add_argument("files", nargs="+", help="OTLP/JSON lines or OTLP protobuf files")
+    analyze = sub.add_parser(
+        "analyze", help="run the detectors over files (OTLP, Codex sessions, chat transcripts)"
+    )
+    analyze.add_argument(
+        "files",
+        nargs="+",
+        help="OTLP JSON/protobuf files, Codex CLI session files (rollout-*.jsonl) or "
+        "OpenAI-style chat transcripts (JSON/JSONL), recognised by content",
+    )
     analyze.add_argument("--config", help="YAML config file")
     analyze.add_argument("--output", choices=["table", "json"], default="table")
     analyze.set_defaults(func=cmd_analyze)
+
+    imp = sub.add_parser(
+        "import", help="store files' runs as if sent: spans, findings, signatures, outcomes"
+    )
+    common(imp)
+    imp.add_argument(
+        "files", nargs="+", help="the files analyze reads (any mix of formats, by content)"
+    )
+    imp.set_defaults(func=cmd_import)
 
     summary = sub.add_parser(
         "summary", help="per model: success rate, modes per failed run, fatal vs benign modes"
@@ -735,7 +774,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.func(args))
-    except (ConfigError, StoreError, queries.QueryError, OtlpDecodeError) as exc:
+    except (
+        ConfigError,
+        StoreError,
+        queries.QueryError,
+        OtlpDecodeError,
+        ImportFormatError,
+    ) as exc:
         print(f"mast-otel: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

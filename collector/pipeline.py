@@ -721,6 +721,11 @@ class Pipeline:
             log.exception("closing runs failed")
             return WindowOutput()
 
+    def close_finished(self) -> None:
+        """Close the runs whose end has been seen (root span or explicit end) now, without
+        waiting out their grace period (offline input that holds each run whole)."""
+        self._emit(self.windows.close_finished())
+
     def close_all(self, reason: str = "end_of_input") -> None:
         """Close every open run; `reason` is recorded for runs nothing else closed."""
         self._emit(self.windows.close_all(reason))

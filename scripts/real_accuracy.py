@@ -1,0 +1,429 @@
+"""The detectors on real runs: tau-bench's 200 GPT-4o airline runs against hand labels.
+
+.venv/bin/python scripts/real_accuracy.py [--data FILE] [--labels GLOB ...] [--json]
+                                          [--check] [--show-findings] [--config FILE]
+
+Imports every run of the tau-bench file through the chat-transcript importer and the offline
+pipeline (the path `mast-otel analyze` takes), then prints:
+- per mode, on the labelled runs: labelled positives, TP, FP, FN, precision, recall (a mode is
+  found in a run when any finding of that mode is raised in it), and for true positives how
+  many have a finding within +-2 messages of a labelled message ("at the labelled step");
+- recall over all labels, and the share of successful runs labelled clean that stay silent;
+- every mode's lift over all runs: its share of failed runs, of successful runs, the
+  difference in points and the ratio (the MAST study's method);
+- where two readers labelled the same run, their agreement per mode (reader A's labels count
+  for the figures).
+
+Labels: JSON lines, one run each:
+  {"index": 12, "task_id": 5, "trial": 0, "reward": 0.0, "reader": "A",
+   "labels": [{"mode": "FM-1.1", "message": 7, "why": "..."}]}
+`index` is the run's position in the file, `message` an index into its `traj`; `labels: []`
+means the reader found no failure.
+
+--check exits 1 when a target is missed: precision >= 0.8 for every mode with >= 3 labelled
+positives, recall >= 0.6 over all labels, >= 90% of successful clean-labelled runs silent.
+Exit status 2 with a one-line message for a missing or malformed file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from collector.analyze import run_files  # noqa: E402
+from collector.config import ConfigError, load_config  # noqa: E402
+from collector.exporters.base import MemoryExporter  # noqa: E402
+from collector.importers import ImportFormatError  # noqa: E402
+from collector.importers.spans import MESSAGE_INDEX, RUN_INDEX  # noqa: E402
+from processors.conventions import MODE_CODES  # noqa: E402
+
+DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"
+LABELS = "tests/labels/tau_airline/*.jsonl"
+STEP_TOLERANCE = 2
+TARGET_PRECISION = 0.8
+TARGET_PRECISION_MIN_POSITIVES = 3
+TARGET_RECALL = 0.6
+TARGET_SILENT = 0.9
+
+
+class InputError(Exception):
+    """A missing or malformed input file, said in one line."""
+
+
+def default_data() -> Path:
+    """`../shared/data/...` beside the project, or beside any folder above it (a worktree
+    nested deeper than the main checkout finds the same shared folder)."""
+    for folder in [ROOT, *ROOT.parents]:
+        candidate = folder.parent / DATA
+        if candidate.is_file():
+            return candidate
+    return ROOT.parent / DATA
+
+
+@dataclass
+class Label:
+    index: int
+    reader: str
+    reward: float | None
+    modes: dict[str, list[int]]  # mode → labelled message indices
+    source: str
+
+
+@dataclass
+class RunResult:
+    index: int
+    trace_id: str
+    task_id: Any
+    trial: Any
+    outcome: str
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def modes(self) -> set[str]:
+        return {f["mode"] for f in self.findings}
+
+
+def load_labels(patterns: list[str]) -> dict[int, list[Label]]:
+    """Labels by run index, every reader's, in file order."""
+    by_index: dict[int, list[Label]] = defaultdict(list)
+    for pattern in patterns:
+        path = pattern if Path(pattern).is_absolute() else str(ROOT / pattern)
+        for name in sorted(glob.glob(path)):
+            for lineno, line in enumerate(Path(name).read_text("utf-8").splitlines(), start=1):
+                if not line.strip():
+                    continue
+                where = f"{name}:{lineno}"
+                try:
+                    doc = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{where}: malformed JSON: {exc.msg}") from exc
+                by_index_label = _label(doc, where)
+                by_index[by_index_label.index].append(by_index_label)
+    return by_index
+
+
+def _label(doc: Any, where: str) -> Label:
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: expected a JSON object")
+    index = doc.get("index")
+    labels = doc.get("labels")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise InputError(f"{where}: `index` must be the run's position (an integer)")
+    if not isinstance(labels, list):
+        raise InputError(f"{where}: `labels` must be a list ([] for a clean run)")
+    modes: dict[str, list[int]] = defaultdict(list)
+    for position, item in enumerate(labels):
+        if not isinstance(item, dict) or item.get("mode") not in MODE_CODES:
+            raise InputError(f"{where}: label {position} needs a `mode` among FM-1.1 .. FM-3.3")
+        message = item.get("message")
+        if message is not None and (not isinstance(message, int) or isinstance(message, bool)):
+            raise InputError(f"{where}: label {position}: `message` must be an integer")
+        modes[item["mode"]].append(message if message is not None else -1)
+    reward = doc.get("reward")
+    return Label(
+        index=index,
+        reader=str(doc.get("reader") or ""),
+        reward=float(reward) if isinstance(reward, int | float) else None,
+        modes=dict(modes),
+        source=where,
+    )
+
+
+def analyse(data: Path, config_path: str | None) -> list[RunResult]:
+    """Every run of the file through the importer and the pipeline, with its findings."""
+    if not data.is_file():
+        raise InputError(f"{data}: not found (give the tau-bench file with --data)")
+    config = load_config(config_path)
+    exporter = MemoryExporter()
+    run_files(config, [str(data)], exporter)
+    runs: dict[str, RunResult] = {}
+    message_of: dict[tuple[str, str], int] = {}
+    for span in exporter.spans:
+        attrs = span.attributes
+        index = attrs.get(MESSAGE_INDEX)
+        if isinstance(index, int):
+            message_of[(span.trace_id, span.span_id)] = index
+        if not span.parent_span_id and isinstance(attrs.get(RUN_INDEX), int):
+            runs[span.trace_id] = RunResult(
+                index=int(attrs[RUN_INDEX]),  # type: ignore[arg-type]
+                trace_id=span.trace_id,
+                task_id=attrs.get("mast.import.task_id"),
+                trial=attrs.get("mast.import.trial"),
+                outcome=str(attrs.get("mast.run.outcome") or ""),
+            )
+    for finding in exporter.findings:
+        run = runs.get(finding.trace_id)
+        if run is None:
+            continue
+        run.findings.append(
+            {
+                "mode": finding.mode,
+                "rule": finding.rule,
+                "message_index": message_of.get((finding.trace_id, finding.span_id), -1),
+                "span_id": finding.span_id,
+                "message": finding.message,
+            }
+        )
+    return sorted(runs.values(), key=lambda r: r.index)
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def figures(runs: list[RunResult], labels: dict[int, list[Label]]) -> dict[str, Any]:
+    by_index = {run.index: run for run in runs}
+    unknown = sorted(i for i in labels if i not in by_index)
+    if unknown:
+        raise InputError(f"labels name runs the file does not have: {unknown[:10]}")
+    for index, readers in labels.items():
+        for label in readers:
+            outcome = by_index[index].outcome
+            if label.reward is not None and (label.reward >= 1.0) != (outcome == "success"):
+                raise InputError(
+                    f"{label.source}: says reward {label.reward} but run {index} of the file "
+                    f"is a {outcome or 'run without outcome'} (is `index` its position?)"
+                )
+    chosen: dict[int, Label] = {}
+    for index, readers in labels.items():
+        chosen[index] = next((lab for lab in readers if lab.reader.upper() == "A"), readers[0])
+
+    per_mode: dict[str, dict[str, Any]] = {}
+    total_tp = total_pos = 0
+    for mode in MODE_CODES:
+        tp = fp = fn = at_step = 0
+        for index, label in chosen.items():
+            labelled = mode in label.modes
+            found = [f for f in by_index[index].findings if f["mode"] == mode]
+            if labelled and found:
+                tp += 1
+                marks = [m for m in label.modes[mode] if m >= 0]
+                if any(abs(f["message_index"] - m) <= STEP_TOLERANCE for f in found for m in marks):
+                    at_step += 1
+            elif found:
+                fp += 1
+            elif labelled:
+                fn += 1
+        positives = tp + fn
+        total_tp += tp
+        total_pos += positives
+        per_mode[mode] = {
+            "labelled_positives": positives,
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "precision": _ratio(tp, tp + fp),
+            "recall": _ratio(tp, positives),
+            "tp_at_labelled_step": at_step,
+        }
+
+    clean_success = [
+        i for i, label in chosen.items() if not label.modes and by_index[i].outcome == "success"
+    ]
+    silent = [i for i in clean_success if not by_index[i].findings]
+
+    failed = [r for r in runs if r.outcome == "failure"]
+    succeeded = [r for r in runs if r.outcome == "success"]
+    lift: dict[str, dict[str, Any]] = {}
+    for mode in MODE_CODES:
+        in_failed = sum(mode in r.modes for r in failed)
+        in_success = sum(mode in r.modes for r in succeeded)
+        rate_f = _ratio(in_failed, len(failed)) or 0.0
+        rate_s = _ratio(in_success, len(succeeded)) or 0.0
+        lift[mode] = {
+            "failed_runs_with": in_failed,
+            "success_runs_with": in_success,
+            "rate_failed": rate_f,
+            "rate_success": rate_s,
+            "difference_points": 100.0 * (rate_f - rate_s),
+            "ratio": (rate_f / rate_s) if rate_s else None,
+            "findings": sum(f["mode"] == mode for r in runs for f in r.findings),
+        }
+
+    agreement: dict[str, dict[str, Any]] = {}
+    doubled = {i: readers for i, readers in labels.items() if len({r.reader for r in readers}) > 1}
+    for mode in MODE_CODES:
+        both = only_first = only_second = neither = 0
+        for readers in doubled.values():
+            first = next((r for r in readers if r.reader.upper() == "A"), readers[0])
+            second = next(r for r in readers if r.reader != first.reader)
+            a, b = mode in first.modes, mode in second.modes
+            both += a and b
+            neither += not a and not b
+            only_first += a and not b
+            only_second += b and not a
+        n = len(doubled)
+        agreement[mode] = {
+            "runs": n,
+            "both": both,
+            "only_a": only_first,
+            "only_b": only_second,
+            "neither": neither,
+            "agreement": _ratio(both + neither, n),
+            "kappa": _kappa(both, only_first, only_second, neither),
+        }
+
+    return {
+        "runs": len(runs),
+        "failed_runs": len(failed),
+        "success_runs": len(succeeded),
+        "labelled_runs": len(chosen),
+        "doubly_labelled_runs": len(doubled),
+        "per_mode": per_mode,
+        "recall_all_labels": _ratio(total_tp, total_pos),
+        "labelled_positives": total_pos,
+        "clean_success_runs": len(clean_success),
+        "clean_success_silent": len(silent),
+        "clean_success_silent_share": _ratio(len(silent), len(clean_success)),
+        "lift": lift,
+        "agreement": agreement,
+    }
+
+
+def _kappa(both: int, only_a: int, only_b: int, neither: int) -> float | None:
+    n = both + only_a + only_b + neither
+    if not n:
+        return None
+    observed = (both + neither) / n
+    p_a, p_b = (both + only_a) / n, (both + only_b) / n
+    expected = p_a * p_b + (1 - p_a) * (1 - p_b)
+    return None if expected >= 1.0 else (observed - expected) / (1 - expected)
+
+
+def check(result: dict[str, Any]) -> list[str]:
+    """The targets missed, as sentences (empty: all met)."""
+    missed = []
+    if not result["labelled_runs"]:
+        return ["no labelled runs"]
+    for mode, row in result["per_mode"].items():
+        if row["labelled_positives"] >= TARGET_PRECISION_MIN_POSITIVES and (
+            row["precision"] is None or row["precision"] < TARGET_PRECISION
+        ):
+            missed.append(
+                f"{mode}: precision {_fmt(row['precision'])} < {TARGET_PRECISION} "
+                f"({row['labelled_positives']} labelled positives)"
+            )
+    recall = result["recall_all_labels"]
+    if recall is None or recall < TARGET_RECALL:
+        missed.append(f"recall over all labels {_fmt(recall)} < {TARGET_RECALL}")
+    silent = result["clean_success_silent_share"]
+    if silent is None or silent < TARGET_SILENT:
+        missed.append(
+            f"successful clean-labelled runs silent {_fmt(silent)} < {TARGET_SILENT} "
+            f"({result['clean_success_silent']} of {result['clean_success_runs']})"
+        )
+    return missed
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['runs']} runs ({result['failed_runs']} failed, {result['success_runs']} "
+        f"successful); {result['labelled_runs']} labelled, {result['doubly_labelled_runs']} "
+        f"by two readers",
+        "",
+        "On the labelled runs (run x mode):",
+        f"{'mode':<7} {'labelled':>8} {'TP':>4} {'FP':>4} {'FN':>4} {'prec':>5} {'recall':>6}"
+        f" {'at step':>8}",
+    ]
+    for mode, row in result["per_mode"].items():
+        if not (row["labelled_positives"] or row["fp"]):
+            continue
+        lines.append(
+            f"{mode:<7} {row['labelled_positives']:>8} {row['tp']:>4} {row['fp']:>4} "
+            f"{row['fn']:>4} {_fmt(row['precision']):>5} {_fmt(row['recall']):>6} "
+            f"{row['tp_at_labelled_step']:>4}/{row['tp']:<3}"
+        )
+    lines += [
+        "",
+        f"recall over all labels: {_fmt(result['recall_all_labels'])} "
+        f"({result['labelled_positives']} labelled positives)",
+        f"successful runs labelled clean with no finding: {result['clean_success_silent']} of "
+        f"{result['clean_success_runs']} ({_fmt(result['clean_success_silent_share'])})",
+        "",
+        "Lift over all runs (share of failed vs successful runs with the mode):",
+        f"{'mode':<7} {'findings':>8} {'failed':>7} {'success':>7} {'diff pp':>8} {'ratio':>6}",
+    ]
+    for mode, row in result["lift"].items():
+        lines.append(
+            f"{mode:<7} {row['findings']:>8} {row['rate_failed']:>7.1%} "
+            f"{row['rate_success']:>7.1%} {row['difference_points']:>+8.1f} "
+            f"{_fmt(row['ratio']):>6}"
+        )
+    if result["doubly_labelled_runs"]:
+        lines += [
+            "",
+            f"Agreement of two readers ({result['doubly_labelled_runs']} runs):",
+            f"{'mode':<7} {'both':>4} {'A only':>6} {'B only':>6} {'agree':>6} {'kappa':>6}",
+        ]
+        for mode, row in result["agreement"].items():
+            if row["both"] or row["only_a"] or row["only_b"]:
+                lines.append(
+                    f"{mode:<7} {row['both']:>4} {row['only_a']:>6} {row['only_b']:>6} "
+                    f"{_fmt(row['agreement']):>6} {_fmt(row['kappa']):>6}"
+                )
+    return "\n".join(lines)
+
+
+def show_findings(runs: list[RunResult]) -> str:
+    lines = []
+    for run in runs:
+        for f in run.findings:
+            lines.append(
+                f"run {run.index} (task {run.task_id}, trial {run.trial}, {run.outcome or '-'}) "
+                f"message {f['message_index']}: {f['mode']} {f['rule']}: {f['message']}"
+            )
+    return "\n".join(lines) or "no findings"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=None, help="the tau-bench file")
+    parser.add_argument(
+        "--labels", action="append", help=f"label files (glob, repeatable; default {LABELS})"
+    )
+    parser.add_argument("--config", help="collector config (detector thresholds)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--show-findings", action="store_true", help="print every finding")
+    args = parser.parse_args(argv)
+    try:
+        labels = load_labels(args.labels or [LABELS])
+        runs = analyse(args.data or default_data(), args.config)
+        result = figures(runs, labels)
+    except (InputError, ImportFormatError, ConfigError, OSError) as exc:
+        print(f"real_accuracy: {exc}", file=sys.stderr)
+        return 2
+    missed = check(result)
+    result["targets_missed"] = missed
+    if args.json:
+        if args.show_findings:
+            result["findings"] = [
+                {"run": r.index, "task_id": r.task_id, "trial": r.trial, **f}
+                for r in runs
+                for f in r.findings
+            ]
+        print(json.dumps(result, indent=1))
+    else:
+        print(report(result))
+        if args.show_findings:
+            print("\nFindings:\n" + show_findings(runs))
+        if args.check:
+            print("\ntargets: " + ("all met" if not missed else "missed: " + "; ".join(missed)))
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
