@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from processors.classify import ActionClassifier
 from processors.detectors.base import Detector
 from processors.detectors.clarification import Clarification
@@ -20,7 +22,7 @@ from processors.detectors.step_repetition import StepRepetition
 from processors.detectors.task_specification import TaskSpecification
 from processors.detectors.termination_awareness import TerminationAwareness
 from processors.detectors.withholding import Withholding
-from processors.window import DetectorFactory, DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 # Config section name → detector class, in the taxonomy's order. A new detector adds its
 # class here and its thresholds section to DetectorsConfig.
@@ -65,7 +67,7 @@ def build_detectors(config: DetectorsConfig, classifier: ActionClassifier) -> li
     return detectors
 
 
-def detector_factory(detectors: list[Detector]) -> DetectorFactory:
+def detector_factory(detectors: list[Detector]) -> Callable[[Run], list[DetectorRun]]:
     """What the run windows call to open every detector's state for a new run."""
 
     def open_all(run: Run) -> list[DetectorRun]:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from processors.classify import ActionClassifier
 from processors.detectors.signals import Signals
 from processors.model import KIND_LLM, KIND_TOOL, Cost, Finding, Step, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 class Detector(ABC):

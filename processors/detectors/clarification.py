@@ -27,7 +27,7 @@ from processors.model import (
     Finding,
     Step,
 )
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 # Words remembered per run from inputs and results (a bound on memory, not on correctness:
 # past it, unnamed-target findings stop).

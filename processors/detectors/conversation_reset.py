@@ -17,7 +17,7 @@ from functools import lru_cache
 from processors.detectors.base import Detector
 from processors.detectors.config import ConversationResetConfig
 from processors.model import KIND_LLM, Finding, Step
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from processors.model import (
     StepKind,
     StepRef,
 )
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 _MAX_WORDS = 50_000
 

@@ -38,7 +38,7 @@ from processors.model import (
     StepKind,
     StepRef,
 )
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 @dataclass(slots=True)

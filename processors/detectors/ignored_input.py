@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from processors.detectors.base import Detector, short
 from processors.detectors.config import IgnoredInputConfig
 from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 _FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
 # The receiver's first calls a finding cites; later ones are only counted.

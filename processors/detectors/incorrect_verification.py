@@ -23,7 +23,7 @@ from processors.detectors.missing_verification import MissingVerification
 from processors.detectors.signals import HEALTH_UNHEALTHY, Signals
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 # The same notion of a system-wide check as FM-3.2's default.
 _CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)

@@ -26,7 +26,7 @@ from processors.detectors.config import MissingVerificationConfig
 from processors.detectors.signals import Signals
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 class MissingVerification(Detector):

@@ -20,7 +20,7 @@ from processors.detectors.base import Detector, short
 from processors.detectors.config import PrematureTerminationConfig
 from processors.detectors.signals import Signals, is_final_answer
 from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 class PrematureTermination(Detector):

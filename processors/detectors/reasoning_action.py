@@ -26,7 +26,7 @@ from processors.detectors.base import Detector, short
 from processors.detectors.config import ReasoningActionConfig
 from processors.detectors.signals import Signals, words
 from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 _READ_ONLY_INTENT = re.compile(
     r"\b(check|inspect|look at|describe|view|list|examine|read|investigate|query|verify)\b",

@@ -22,7 +22,7 @@ from processors.detectors.base import Detector, short
 from processors.detectors.config import RoleSpecificationConfig
 from processors.detectors.signals import Signals
 from processors.model import KIND_AGENT, KIND_TOOL, Finding, Step, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 _MAX_TRACKED_CALLS = 4096
 

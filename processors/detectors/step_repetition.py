@@ -25,7 +25,7 @@ from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import StepRepetitionConfig
 from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import TaskSpecificationConfig
 from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 # Tool calls checked again at close (the first ones of a run).
 _MAX_TRACKED_CALLS = 4096

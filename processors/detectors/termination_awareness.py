@@ -24,7 +24,7 @@ from processors.detectors.base import Detector
 from processors.detectors.config import TerminationAwarenessConfig
 from processors.detectors.signals import HEALTH_HEALTHY, is_final_answer
 from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 
 class TerminationAwareness(Detector):

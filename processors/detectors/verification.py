@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from processors.classify import ACTION_MUTATING, ACTION_READ, ActionClassifier
 from processors.detectors.signals import Signals, is_final_answer
 from processors.model import KIND_LLM, KIND_TOOL, Step, StepRef
-from processors.window import Run
+from processors.run import Run
 
 _KEPT_READS = 8
 

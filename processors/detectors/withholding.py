@@ -16,7 +16,7 @@ from processors.classify import ACTION_MUTATING
 from processors.detectors.base import Detector, short
 from processors.detectors.config import WithholdingConfig
 from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
 
 _FAILURE_WORDS = ("error", "fail", "denied", "forbidden", "refused", "not found", "timeout")
 _MAX_CALLS_PER_AGENT = 1024
