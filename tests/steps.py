@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from processors.classify import ActionClassifier
-from processors.detectors import build_detectors, detector_factory
+from processors.detectors import FACTORIES, DetectorFactory, build_detectors, detector_factory
 from processors.detectors.config import DetectorsConfig
 from processors.model import Finding, RunSignature, Step, StepKind, StepStatus, ToolCallRequest
 from processors.window import RunWindows, WindowConfig, WindowOutput
@@ -143,10 +143,12 @@ class RunBuilder:
 
 
 def analyse(
-    steps: list[Step], config: DetectorsConfig | None = None
+    steps: list[Step],
+    config: DetectorsConfig | None = None,
+    factories: tuple[DetectorFactory[Any], ...] = FACTORIES,
 ) -> tuple[list[Finding], list[RunSignature]]:
     """Run the steps through windows and the configured detectors; close all runs."""
-    detectors = build_detectors(config or DetectorsConfig(), ActionClassifier())
+    detectors = build_detectors(config or DetectorsConfig(), ActionClassifier(), factories)
     windows = RunWindows(WindowConfig(grace_s=0.0), detector_factory(detectors))
     out = WindowOutput()
     for i, step in enumerate(steps):

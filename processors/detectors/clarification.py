@@ -12,11 +12,11 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from processors import conventions
 from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import ClarificationConfig
+from processors.detectors.base import Detector, DetectorFactory, short
 from processors.detectors.signals import words
 from processors.model import (
     KIND_AGENT,
@@ -33,6 +33,20 @@ from processors.run import DetectorRun, Run
 # past it, unnamed-target findings stop).
 _MAX_WORDS = 50_000
 _MAX_FINDINGS = 5
+
+
+@dataclass
+class ClarificationConfig:
+    """FM-2.2 fail to ask for clarification: a change right after an ambiguous result, or on a
+    target no input named."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Also report changes to a resource no input named (task, user, tool results).
+    check_unnamed_targets: bool = True
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class Clarification(Detector):
@@ -155,3 +169,8 @@ class _ClarificationRun(DetectorRun):
             values={"targets": unnamed, "action": short(step.tool_arguments)},
             run=run,
         )
+
+
+FACTORY = DetectorFactory(
+    type="clarification", mode="FM-2.2", config=ClarificationConfig, create=Clarification
+)

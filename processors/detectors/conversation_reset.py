@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from processors.detectors.base import Detector
-from processors.detectors.config import ConversationResetConfig
+from processors.detectors.base import Detector, DetectorFactory
 from processors.model import KIND_LLM, Finding, Step
 from processors.run import DetectorRun, Run
 
@@ -54,6 +53,22 @@ def is_back_to_opening(
         grew = peak_tokens >= 2 * opening.input_tokens
         return grew and now.input_tokens <= opening.input_tokens * tolerance
     return False
+
+
+@dataclass
+class ConversationResetConfig:
+    """FM-2.1 conversation reset: an agent's context falls back to its opening prompt."""
+
+    # Run this detector.
+    enabled: bool = True
+    # The context must have grown by this many messages (or doubled in tokens) before a fall
+    # back to the opening size counts as a reset.
+    min_growth_messages: int = 3
+    # "Back to the opening size": within this factor of the agent's first call.
+    opening_tolerance: float = 1.15
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class ConversationReset(Detector):
@@ -120,3 +135,11 @@ class _ResetRun(DetectorRun):
         ctx.last = step
         ctx.summaries = self.summaries
         return findings
+
+
+FACTORY = DetectorFactory(
+    type="conversation_reset",
+    mode="FM-2.1",
+    config=ConversationResetConfig,
+    create=ConversationReset,
+)

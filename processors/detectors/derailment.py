@@ -10,10 +10,10 @@ wandering look relevant.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from processors import conventions
-from processors.detectors.base import Detector
-from processors.detectors.config import DerailmentConfig
+from processors.detectors.base import Detector, DetectorFactory
 from processors.detectors.signals import words
 from processors.model import (
     KIND_HANDOFF,
@@ -28,6 +28,20 @@ from processors.model import (
 from processors.run import DetectorRun, Run
 
 _MAX_WORDS = 50_000
+
+
+@dataclass
+class DerailmentConfig:
+    """FM-2.3 task derailment: tool calls in a row on resources unrelated to the task and its
+    evidence."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Consecutive tool calls on resources unrelated to the task and the evidence so far.
+    min_off_task_steps: int = 4
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class Derailment(Detector):
@@ -100,3 +114,8 @@ class _DerailmentRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="derailment", mode="FM-2.3", config=DerailmentConfig, create=Derailment
+)

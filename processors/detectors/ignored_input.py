@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from processors.detectors.base import Detector, short
-from processors.detectors.config import IgnoredInputConfig
+from processors.detectors.base import Detector, DetectorFactory, short
 from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -31,6 +30,19 @@ class _Assignment:
     calls: list[StepRef] = field(default_factory=list)
     call_count: int = 0
     touched: bool = False
+
+
+@dataclass
+class IgnoredInputConfig:
+    """FM-2.5 ignored other agent's input: the receiver never acts on what the hand-off told it."""
+
+    # Run this detector.
+    enabled: bool = True
+    # The receiver must have made at least this many tool calls for "never acted on it".
+    min_receiver_calls: int = 2
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class IgnoredInput(Detector):
@@ -144,3 +156,8 @@ class _IgnoredInputRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="ignored_input", mode="FM-2.5", config=IgnoredInputConfig, create=IgnoredInput
+)

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import IncorrectVerificationConfig
-from processors.detectors.missing_verification import MissingVerification
-from processors.detectors.signals import HEALTH_UNHEALTHY, Signals
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.missing_verification import CHANGE_LEDGERS, MissingVerification
+from processors.detectors.signals import HEALTH_UNHEALTHY
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
@@ -30,17 +29,35 @@ _CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor
 _MAX_CHANGES = 256
 
 
+@dataclass
+class IncorrectVerificationConfig:
+    """FM-3.3 incorrect verification: success declared while the last check shows trouble, or a
+    check made too early."""
+
+    # Run this detector.
+    enabled: bool = True
+    # A check sooner than this after the change may not see its effect yet.
+    min_settle_seconds: float = 5.0
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+
+
 class IncorrectVerification(Detector):
     mode = "FM-3.3"
     name = "incorrect_verification"
     version = "1.0"
     config: IncorrectVerificationConfig
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         # FM-3.2's detector, when its ledgers are the same as this one's would be: each run's
         # ledger is then followed once, for both.
         self.ledger_source: MissingVerification | None = None
+        # FM-3.2 is created first (the factories' order) and offers its ledgers when enabled.
+        source = context.find(CHANGE_LEDGERS, MissingVerification)
+        if source is not None:
+            self.share_ledger_of(source)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -171,3 +188,11 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         return ()
+
+
+FACTORY = DetectorFactory(
+    type="incorrect_verification",
+    mode="FM-3.3",
+    config=IncorrectVerificationConfig,
+    create=IncorrectVerification,
+)

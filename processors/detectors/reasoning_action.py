@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from processors.classify import ACTION_MUTATING, ActionClassifier, ActionKind
-from processors.detectors.base import Detector, short
-from processors.detectors.config import ReasoningActionConfig
-from processors.detectors.signals import Signals, words
+from processors.classify import ACTION_MUTATING, ActionKind
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.signals import words
 from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
 from processors.run import DetectorRun, Run
 
@@ -40,14 +40,42 @@ _CHANGE_INTENT = re.compile(
 _MAX_WORDS = 50_000
 
 
+@dataclass
+class ReasoningActionConfig:
+    """FM-2.6 reasoning-action mismatch: the model says one thing and the agent does another."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+    # Observations a model may state only if a tool result showed them.
+    observation_terms: list[str] = field(
+        default_factory=lambda: [
+            "CrashLoopBackOff",
+            "OOMKilled",
+            "ImagePullBackOff",
+            "ErrImagePull",
+            "Evicted",
+            "NotReady",
+            "connection refused",
+            "out of memory",
+            "disk full",
+            "certificate expired",
+        ]
+    )
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+
+
 class ReasoningAction(Detector):
     mode = "FM-2.6"
     name = "reasoning_action"
     version = "1.0"
     config: ReasoningActionConfig
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         self.terms = [t.lower() for t in self.config.observation_terms]
         # The terms a text contains, remembered: the same answers and results recur.
         self.terms_in: Callable[[str], frozenset[str]] = lru_cache(maxsize=4096)(self._terms_in)
@@ -216,3 +244,8 @@ class _ReasoningRun(DetectorRun):
             return []
         self.findings += 1
         return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]
+
+
+FACTORY = DetectorFactory(
+    type="reasoning_action", mode="FM-2.6", config=ReasoningActionConfig, create=ReasoningAction
+)

@@ -14,17 +14,43 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING, ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import RoleSpecificationConfig
-from processors.detectors.signals import Signals
+from processors.classify import ACTION_MUTATING
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.model import KIND_AGENT, KIND_TOOL, Finding, Step, StepRef
 from processors.run import DetectorRun, Run
 
 _MAX_TRACKED_CALLS = 4096
+
+
+@dataclass
+class RoleSpecificationConfig:
+    """FM-1.2 disobey role specification: an agent uses a tool outside its role, or a read-only
+    role changes something."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Agent name → the tools its role may use (a `mast.agent.allowed_tools` attribute on the
+    # agent's span takes precedence).
+    agent_tools: dict[str, list[str]] = field(default_factory=dict)
+    # Agents whose role is to investigate, not to change anything (regular expressions on the
+    # agent name; `mast.agent.read_only` on the agent's span also says so).
+    read_only_agents: list[str] = field(default_factory=list)
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+
+    def validate(self) -> None:
+        for pattern in self.read_only_agents:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.role_specification.read_only_agents: {pattern!r} is not a "
+                    f"valid regular expression ({exc})"
+                ) from exc
 
 
 class RoleSpecification(Detector):
@@ -34,8 +60,8 @@ class RoleSpecification(Detector):
     config: RoleSpecificationConfig
     read_only_names: list[re.Pattern[str]]
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         self.read_only_names = [re.compile(p, re.IGNORECASE) for p in self.config.read_only_agents]
 
     def open(self, run: Run) -> DetectorRun:
@@ -177,3 +203,11 @@ class _RoleRun(DetectorRun):
             return []
         self.reported.add(key)
         return [self.detector.finding(step, rule, 0.9, message, [step], values, run)]
+
+
+FACTORY = DetectorFactory(
+    type="role_specification",
+    mode="FM-1.2",
+    config=RoleSpecificationConfig,
+    create=RoleSpecification,
+)

@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import StepRepetitionConfig
+from processors.detectors.base import Detector, DetectorFactory, short
 from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -36,6 +35,34 @@ class _Streak:
     # The calls of the streak until it is reported (then only its growth matters).
     steps: list[StepRef] = field(default_factory=list)
     reported: bool = False
+
+
+@dataclass
+class StepRepetitionConfig:
+    """FM-1.3 step repetition: the same call over and over, or a short cycle, unchanged."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Equivalent calls with unchanged results that make a repetition.
+    min_repeats: int = 3
+    # Two calls belong to one streak only if at most this many other tool calls lie between.
+    max_gap_steps: int = 6
+    # Cycles (A,B,A,B,...) of up to this many distinct calls are looked for...
+    max_cycle_period: int = 3
+    # ...and reported once the whole cycle has come round this many times unchanged.
+    min_cycle_repeats: int = 3
+
+    def validate(self) -> None:
+        if self.min_repeats < 2:
+            raise ValueError("detectors.step_repetition.min_repeats must be at least 2")
+        if self.max_gap_steps < 0:
+            raise ValueError("detectors.step_repetition.max_gap_steps must not be negative")
+        if self.max_cycle_period < 2 and self.max_cycle_period != 0:
+            raise ValueError(
+                "detectors.step_repetition.max_cycle_period must be 0 (off) or at least 2"
+            )
+        if self.min_cycle_repeats < 2:
+            raise ValueError("detectors.step_repetition.min_cycle_repeats must be at least 2")
 
 
 class StepRepetition(Detector):
@@ -184,3 +211,8 @@ class _StepRepetitionRun(DetectorRun):
             },
             run=run,
         )
+
+
+FACTORY = DetectorFactory(
+    type="step_repetition", mode="FM-1.3", config=StepRepetitionConfig, create=StepRepetition
+)

@@ -15,13 +15,12 @@ a violation is reported whichever arrived first.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
 from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import TaskSpecificationConfig
+from processors.detectors.base import Detector, DetectorFactory, short
 from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -53,6 +52,30 @@ def task_policy(config: TaskSpecificationConfig, attributes: dict[str, Any]) -> 
         max_seconds=config.max_seconds,
         max_tokens=config.max_tokens,
     )
+
+
+@dataclass
+class TaskSpecificationConfig:
+    """FM-1.1 disobey task specification: tools outside the task's list, changes in a read-only
+    task, budgets overrun."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Defaults for every run; a run's own `mast.task.*` attributes take precedence.
+    allowed_tools: list[str] = field(default_factory=list)
+    # Every run is read-only unless it says otherwise (`mast.task.read_only`).
+    read_only: bool = False
+    # Budgets; 0 means none. Steps are model calls plus tool calls.
+    max_steps: int = 0
+    # Wall-clock budget of a run in seconds; 0 means none.
+    max_seconds: float = 0.0
+    # Token budget of a run (input plus output); 0 means none.
+    max_tokens: int = 0
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class TaskSpecification(Detector):
@@ -250,3 +273,11 @@ class _TaskSpecificationRun(DetectorRun):
         self.reported.add(key)
         self.findings += 1
         return [self.detector.finding(step, rule, confidence, message, [step], values, run)]
+
+
+FACTORY = DetectorFactory(
+    type="task_specification",
+    mode="FM-1.1",
+    config=TaskSpecificationConfig,
+    create=TaskSpecification,
+)

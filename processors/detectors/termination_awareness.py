@@ -17,14 +17,34 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from processors import conventions
 from processors.classify import ACTION_MUTATING, ACTION_READ
-from processors.detectors.base import Detector
-from processors.detectors.config import TerminationAwarenessConfig
+from processors.detectors.base import Detector, DetectorFactory
 from processors.detectors.signals import HEALTH_HEALTHY, is_final_answer
 from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+
+@dataclass
+class TerminationAwarenessConfig:
+    """FM-1.5 unaware of termination conditions: limits hit, calls after the final answer or after
+    success, ending in a loop."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Tool calls by the same agent after its final answer that show it did not stop.
+    calls_after_final_answer: int = 1
+    # Tool calls after a check showed the problem solved.
+    calls_after_success: int = 3
+    # Steps past the step budget (mast.task.max_steps) before the run counts as not stopping.
+    steps_past_budget: int = 3
+    # The run's last tool calls are all one repeated call: it ended inside a loop.
+    final_loop_length: int = 3
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class TerminationAwareness(Detector):
@@ -222,3 +242,11 @@ class _TerminationRun(DetectorRun):
             return []
         self.reported.add(rule)
         return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]
+
+
+FACTORY = DetectorFactory(
+    type="termination_awareness",
+    mode="FM-1.5",
+    config=TerminationAwarenessConfig,
+    create=TerminationAwareness,
+)

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import WithholdingConfig
+from processors.detectors.base import Detector, DetectorFactory, short
 from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -28,6 +27,18 @@ class _Knowledge:
     reads: dict[int, StepRef] = field(default_factory=dict)
     # Failed calls: where, and what the failure said (cut as a finding quotes it).
     failures: list[tuple[StepRef, str]] = field(default_factory=list)
+
+
+@dataclass
+class WithholdingConfig:
+    """FM-2.4 information withholding: after a hand-off, the receiver redoes the sender's call, or
+    an error is not passed on."""
+
+    # Run this detector.
+    enabled: bool = True
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class Withholding(Detector):
@@ -133,3 +144,8 @@ class _WithholdingRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="withholding", mode="FM-2.4", config=WithholdingConfig, create=Withholding
+)
