@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Iterable
+from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
 from processors import conventions
@@ -43,84 +44,58 @@ class DetectorRun:
 DispatchPlan = dict[StepKind, tuple[int, ...]]
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Run:
     """What the collector knows about one run while it is open."""
 
-    __slots__ = (
-        "acting_agent",
-        "agents",
-        "attributes",
-        "attributes_version",
-        "close_at",
-        "closed_by",
-        "closing",
-        "conversation_id",
-        "detectors",
-        "end_ns",
-        "errors",
-        "evaluations",
-        "expected_agent",
-        "input_tokens",
-        "last_seen",
-        "llm_calls",
-        "mode_counts",
-        "models",
-        "output_tokens",
-        "pending",
-        "plan",
-        "ref_of",
-        "ref_step",
-        "root",
-        "services",
-        "span_ids",
-        "start_ns",
-        "steps_seen",
-        "tool_calls",
-        "trace_id",
-        "window",
-    )
+    trace_id: str
+    # Recent steps kept for detectors that look back (the window's length).
+    max_steps: InitVar[int]
+    # When the run was opened (its last activity until a step arrives).
+    now: InitVar[float]
+    window: deque[Step] = field(init=False)
+    pending: list[tuple[float, Step]] = field(init=False, default_factory=list)
+    span_ids: set[str] = field(init=False, default_factory=set)
+    last_seen: float = field(init=False)
+    close_at: float | None = field(init=False, default=None)
+    closed_by: str = field(init=False, default="")
+    root: Step | None = field(init=False, default=None)
+    attributes: dict[str, Any] = field(init=False, default_factory=dict)
+    # Bumped whenever `attributes` changes, so a detector can keep what it derives from them.
+    attributes_version: int = field(init=False, default=0)
+    detectors: list[DetectorRun] = field(init=False, default_factory=list)
+    plan: DispatchPlan = field(init=False, default_factory=dict)
+    closing: tuple[int, ...] = field(init=False, default=())
+    # The last step digested by `ref`, so the detectors that remember it share one digest.
+    ref_step: Step | None = field(init=False, default=None)
+    ref_of: StepRef | None = field(init=False, default=None)
+    mode_counts: Counter[str] = field(init=False, default_factory=Counter)
+    start_ns: int = field(init=False, default=0)
+    end_ns: int = field(init=False, default=0)
+    steps_seen: int = field(init=False, default=0)
+    llm_calls: int = field(init=False, default=0)
+    tool_calls: int = field(init=False, default=0)
+    errors: int = field(init=False, default=0)
+    evaluations: int = field(init=False, default=0)
+    input_tokens: int = field(init=False, default=0)
+    output_tokens: int = field(init=False, default=0)
+    models: Counter[str] = field(init=False, default_factory=Counter)
+    agents: Counter[str] = field(init=False, default_factory=Counter)
+    services: Counter[str] = field(init=False, default_factory=Counter)
+    conversation_id: str = field(init=False, default="")
+    acting_agent: str = field(init=False, default="")
+    expected_agent: str = field(init=False, default="")
 
-    def __init__(self, trace_id: str, max_steps: int, now: float) -> None:
-        self.trace_id = trace_id
-        self.window: deque[Step] = deque(maxlen=max_steps)
-        self.pending: list[tuple[float, Step]] = []
-        self.span_ids: set[str] = set()
+    def __post_init__(self, max_steps: int, now: float) -> None:
+        self.window = deque(maxlen=max_steps)
         self.last_seen = now
-        self.close_at: float | None = None
-        self.closed_by = ""
-        self.root: Step | None = None
-        self.attributes: dict[str, Any] = {}
-        # Bumped whenever `attributes` changes, so a detector can keep what it derives from them.
-        self.attributes_version = 0
-        self.detectors: list[DetectorRun] = []
-        self.plan: DispatchPlan = {}
-        self.closing: tuple[int, ...] = ()
-        # The last step digested by `ref`, so the detectors that remember it share one digest.
-        self.ref_step: Step | None = None
-        self.ref_of: StepRef | None = None
-        self.mode_counts: Counter[str] = Counter()
-        self.start_ns = 0
-        self.end_ns = 0
-        self.steps_seen = 0
-        self.llm_calls = 0
-        self.tool_calls = 0
-        self.errors = 0
-        self.evaluations = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.models: Counter[str] = Counter()
-        self.agents: Counter[str] = Counter()
-        self.services: Counter[str] = Counter()
-        self.conversation_id = ""
-        self.acting_agent = ""
-        self.expected_agent = ""
 
     def ref(self, step: Step) -> StepRef:
         """The digest of a step a detector wants to remember (shared by every detector that
         remembers the same step)."""
         if self.ref_step is step and self.ref_of is not None:
             return self.ref_of
-        ref = StepRef(step)
+        ref = StepRef.of(step)
         self.ref_step, self.ref_of = step, ref
         return ref
 
