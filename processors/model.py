@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
 
 class StepKind(StrEnum):
@@ -16,17 +16,6 @@ class StepKind(StrEnum):
     HUMAN = "human"
     EVALUATION = "evaluation"
     OTHER = "other"
-
-
-# Kinds read for every step, as module names: `StepKind.X` goes through the enum
-# class at every use, a module name does not (the detectors import these).
-KIND_AGENT: Final = StepKind.AGENT
-KIND_EVALUATION: Final = StepKind.EVALUATION
-KIND_HANDOFF: Final = StepKind.HANDOFF
-KIND_HUMAN: Final = StepKind.HUMAN
-KIND_LLM: Final = StepKind.LLM
-KIND_OTHER: Final = StepKind.OTHER
-KIND_TOOL: Final = StepKind.TOOL
 
 
 class StepStatus(StrEnum):

@@ -11,17 +11,14 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
 from processors import conventions
-from processors.model import (
-    KIND_EVALUATION,
-    KIND_HANDOFF,
-    KIND_LLM,
-    KIND_TOOL,
-    Finding,
-    RunSignature,
-    Step,
-    StepKind,
-    StepRef,
-)
+from processors.model import Finding, RunSignature, Step, StepKind, StepRef
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_EVALUATION = StepKind.EVALUATION
+_HANDOFF = StepKind.HANDOFF
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 
 class DetectorRun:
@@ -106,15 +103,15 @@ class Run:
         if step.start_ns and (not self.start_ns or step.start_ns < self.start_ns):
             self.start_ns = step.start_ns
         self.end_ns = max(self.end_ns, step.end_ns)
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             self.llm_calls += 1
             if step.model:
                 self.models[step.model] += 1
-        elif step.kind is KIND_TOOL:
+        elif step.kind is _TOOL:
             self.tool_calls += 1
         if step.failed:
             self.errors += 1
-        if step.kind is KIND_EVALUATION:
+        if step.kind is _EVALUATION:
             self.evaluations += 1
         self.input_tokens += step.input_tokens or 0
         self.output_tokens += step.output_tokens or 0
@@ -130,10 +127,10 @@ class Run:
         under this one, an OpenInference agent span, a framework with no hand-off tool). It is
         shown to detectors as a HANDOFF step from the agent that acted last; the message is
         what the new agent was first told."""
-        if step.kind is KIND_HANDOFF:
+        if step.kind is _HANDOFF:
             self.expected_agent = step.target_agent
             return None
-        if step.kind not in (KIND_LLM, KIND_TOOL) or not step.agent:
+        if step.kind not in (_LLM, _TOOL) or not step.agent:
             return None
         previous, self.acting_agent = self.acting_agent, step.agent
         if step.agent == self.expected_agent:
@@ -147,14 +144,14 @@ class Run:
             span_id=step.span_id,
             parent_span_id=step.parent_span_id,
             name=f"handoff from {previous} to {step.agent}",
-            kind=KIND_HANDOFF,
+            kind=_HANDOFF,
             start_ns=step.start_ns,
             end_ns=step.start_ns,
             dialect=step.dialect,
             service=step.service,
             agent=previous,
             target_agent=step.agent,
-            input_text=step.input_text if step.kind is KIND_LLM else "",
+            input_text=step.input_text if step.kind is _LLM else "",
         )
 
     def signature(self) -> RunSignature:

@@ -22,8 +22,12 @@ from dataclasses import dataclass, field
 
 from processors import conventions
 from processors.judge import Transcript
-from processors.model import KIND_HANDOFF, Finding, OutcomeUpdate, RunSignature, Step, StepKind
+from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
 from processors.run import DetectorRun, DispatchPlan, Run, most_common, run_outcome
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_HANDOFF = StepKind.HANDOFF
 
 
 @dataclass
@@ -287,7 +291,7 @@ class RunWindows:
                     stats.steps_trimmed += 1
             implied = run.implied_handoff(step)
             if implied is not None:
-                for i in plan[KIND_HANDOFF]:
+                for i in plan[_HANDOFF]:
                     produced = detectors[i].on_step(implied, run)
                     if produced:
                         findings.extend(self._stamp(run, produced))

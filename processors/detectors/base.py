@@ -16,8 +16,13 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from processors.classify import ActionClassifier
 from processors.detectors.signals import Signals
-from processors.model import KIND_LLM, KIND_TOOL, Cost, Finding, Step, StepRef
+from processors.model import Cost, Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 
 class DetectorConfig(Protocol):
@@ -132,11 +137,11 @@ def stretch_cost(run: Run, evidence: Sequence[Step | StepRef]) -> Cost:
     for step in run.window:
         if step.start_ns < first or step.end_ns > last:
             continue
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             cost.llm_calls += 1
             cost.input_tokens += step.input_tokens or 0
             cost.output_tokens += step.output_tokens or 0
-        elif step.kind is KIND_TOOL:
+        elif step.kind is _TOOL:
             cost.tool_calls += 1
     return cost
 

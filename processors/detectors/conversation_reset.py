@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from processors.detectors.base import Detector, DetectorFactory
-from processors.model import KIND_LLM, Finding, Step
+from processors.model import Finding, Step, StepKind
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_LLM = StepKind.LLM
 
 
 @dataclass(slots=True)
@@ -94,7 +98,7 @@ class _ResetRun(DetectorRun):
         if _names_summary(step.name, step.agent, step.operation):
             self.summaries += 1
             return ()
-        if step.kind is not KIND_LLM:
+        if step.kind is not _LLM:
             return ()
         ctx = self.contexts.get(step.agent)
         if ctx is None:

@@ -23,23 +23,23 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from processors.classify import ACTION_MUTATING, ACTION_READ
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.conversation_reset import (
     ConversationResetConfig,
     is_back_to_opening,
 )
-from processors.model import (
-    KIND_AGENT,
-    KIND_LLM,
-    KIND_OTHER,
-    KIND_TOOL,
-    Finding,
-    Step,
-    StepKind,
-    StepRef,
-)
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
+_AGENT = StepKind.AGENT
+_LLM = StepKind.LLM
+_OTHER = StepKind.OTHER
+_TOOL = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -142,14 +142,14 @@ class _HistoryLossRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if self._is_summary(step):
             self.summaries += 1
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             return self._on_llm(step, run)
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             return self._on_tool(step, run)
         return ()
 
     def _is_summary(self, step: Step) -> bool:
-        if step.kind not in (KIND_LLM, KIND_AGENT, KIND_OTHER):
+        if step.kind not in (_LLM, _AGENT, _OTHER):
             return False
         return self.detector.names_summary(step.name, step.agent, step.operation)
 
@@ -208,10 +208,10 @@ class _HistoryLossRun(DetectorRun):
         classifier = self.detector.classifier
         self.tool_index += 1
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is ACTION_MUTATING:
+        if action.kind is _MUTATING:
             self.world += 1
             return []
-        if step.failed or action.kind is not ACTION_READ:
+        if step.failed or action.kind is not _READ:
             return []
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
         result = hash(classifier.result_fingerprint(step.tool_result))

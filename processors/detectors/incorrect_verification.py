@@ -19,10 +19,14 @@ from typing import Any
 
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.missing_verification import CHANGE_LEDGERS, MissingVerification
-from processors.detectors.signals import HEALTH_UNHEALTHY
+from processors.detectors.signals import Health
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_UNHEALTHY = Health.UNHEALTHY
 
 # The same notion of a system-wide check as FM-3.2's default.
 _CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)
@@ -101,16 +105,13 @@ class _IncorrectVerificationRun(DetectorRun):
         claim = short(answer.output_text)
         if not ledger.changes:
             last = ledger.last_read
-            if (
-                last is not None
-                and self.detector.signals.health(last.tool_result) is HEALTH_UNHEALTHY
-            ):
+            if last is not None and self.detector.signals.health(last.tool_result) is _UNHEALTHY:
                 return [self._unhealthy(last, last.tool_result, None, answer, claim, run)]
             return ()
         change = ledger.changes[-1]
         check = change.last_check
         if change.checks and check is not None:
-            if self.detector.signals.health(check.result) is not HEALTH_UNHEALTHY:
+            if self.detector.signals.health(check.result) is not _UNHEALTHY:
                 return ()
             return [self._unhealthy(check.ref, check.result, change.ref, answer, claim, run)]
         if change.other_reads:

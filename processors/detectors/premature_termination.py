@@ -18,8 +18,13 @@ from typing import Any
 
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.signals import is_final_answer
-from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 
 @dataclass
@@ -74,9 +79,9 @@ class _PrematureRun(DetectorRun):
         self.last_model: Step | None = None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             self.last_tool = step
-        elif step.kind is KIND_LLM:
+        elif step.kind is _LLM:
             self.last_model = step
         return ()
 

@@ -22,11 +22,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from processors.classify import ACTION_MUTATING, ActionKind
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.signals import words
-from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 _READ_ONLY_INTENT = re.compile(
     r"\b(check|inspect|look at|describe|view|list|examine|read|investigate|query|verify)\b",
@@ -104,15 +110,15 @@ class _ReasoningRun(DetectorRun):
         self.findings = 0
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             return self._on_model(step, run)
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             return self._on_tool(step, run)
         return ()
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        last = next((s for s in reversed(run.window) if s.kind in (KIND_LLM, KIND_TOOL)), None)
-        if last is None or last.kind is not KIND_LLM or last.tool_calls:
+        last = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL)), None)
+        if last is None or last.kind is not _LLM or last.tool_calls:
             return ()
         text = last.output_text
         if not self.detector.signals.announce.found(text):
@@ -202,11 +208,7 @@ class _ReasoningRun(DetectorRun):
                 {"requested": sorted(requested), "executed": step.tool_name},
                 run,
             )
-        if (
-            kind is ACTION_MUTATING
-            and _READ_ONLY_INTENT.search(text)
-            and not _CHANGE_INTENT.search(text)
-        ):
+        if kind is _MUTATING and _READ_ONLY_INTENT.search(text) and not _CHANGE_INTENT.search(text):
             return self._emit(
                 step,
                 "verb_mismatch",

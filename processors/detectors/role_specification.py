@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.model import KIND_AGENT, KIND_TOOL, Finding, Step, StepRef
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_AGENT = StepKind.AGENT
+_TOOL = StepKind.TOOL
 
 _MAX_TRACKED_CALLS = 4096
 
@@ -111,15 +117,14 @@ class _RoleRun(DetectorRun):
         if step.agent and step.run_attributes:
             tools = _tool_list(step.run_attributes.get(conventions.AGENT_ALLOWED_TOOLS))
             # The agent's own span says it best; any other span's word is taken until then.
-            if tools is not None and (step.kind is KIND_AGENT or step.agent not in self.role_tools):
+            if tools is not None and (step.kind is _AGENT or step.agent not in self.role_tools):
                 self.role_tools[step.agent] = tools
             if step.run_attributes.get(conventions.AGENT_READ_ONLY) is True:
                 self.read_only.add(step.agent)
-        if step.kind is not KIND_TOOL or not step.tool_name or not step.agent:
+        if step.kind is not _TOOL or not step.tool_name or not step.agent:
             return ()
         mutating = (
-            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
-            is ACTION_MUTATING
+            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
         )
         findings = self._check(step, mutating, step.tool_arguments, run)
         if self.tracked < _MAX_TRACKED_CALLS:

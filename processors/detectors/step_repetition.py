@@ -21,10 +21,15 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from processors.classify import ACTION_MUTATING
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorFactory, short
-from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_TOOL = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -105,7 +110,7 @@ class _StepRepetitionRun(DetectorRun):
         self.reported_cycles: set[tuple[_Token, ...]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is not KIND_TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return ()
         classifier = self.detector.classifier
         self.tool_index += 1
@@ -113,7 +118,7 @@ class _StepRepetitionRun(DetectorRun):
         result = classifier.result_fingerprint(step.tool_result)
         if step.failed:
             result = f"error:{classifier.result_fingerprint(step.error)}|{result}"
-        mutating = classifier.classify(step.tool_name, step.tool_arguments).kind is ACTION_MUTATING
+        mutating = classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
         findings: list[Finding] = []
         streak = self.streaks.get(key)
         fresh = (

@@ -19,10 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorFactory, short
-from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_TOOL = StepKind.TOOL
 
 # Tool calls checked again at close (the first ones of a run).
 _MAX_TRACKED_CALLS = 4096
@@ -150,9 +155,9 @@ class _TaskSpecificationRun(DetectorRun):
         self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
         if policy.max_steps or policy.max_tokens or policy.max_seconds:
             findings.extend(self._budgets(step, run, policy))
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-            mutating = action.kind is ACTION_MUTATING
+            mutating = action.kind is _MUTATING
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
             if self.tracked < _MAX_TRACKED_CALLS:

@@ -17,7 +17,7 @@ from collector.config import Config, ConfigError, apply_overrides, load_config
 from processors.conventions import MODE_CODES
 from processors.detectors import FACTORIES, Detector, DetectorContext, DetectorFactory
 from processors.detectors.config import DetectorsConfig
-from processors.model import KIND_TOOL, Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind
 from processors.run import DetectorRun, Run
 from tests.steps import RunBuilder, analyse
 
@@ -128,7 +128,7 @@ class _RepeatedToolRun(DetectorRun):
         self.calls: dict[str, list[Step]] = {}
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        assert step.kind is KIND_TOOL
+        assert step.kind is StepKind.TOOL
         self.calls.setdefault(step.tool_name, []).append(step)
         return ()
 
