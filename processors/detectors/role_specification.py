@@ -20,6 +20,7 @@ from typing import Any
 from processors import conventions
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.policy import KeptCalls
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -85,15 +86,12 @@ def _tool_list(value: Any) -> frozenset[str] | None:
 
 class _RoleRun(DetectorRun):
     __slots__ = (
-        "calls",
         "config",
         "detector",
-        "kept_changes",
-        "kept_per_tool",
+        "kept",
         "read_only",
         "reported",
         "role_tools",
-        "tracked",
     )
 
     def __init__(self, detector: RoleSpecification) -> None:
@@ -101,16 +99,9 @@ class _RoleRun(DetectorRun):
         self.config = detector.config
         self.role_tools: dict[str, frozenset[str]] = {}
         self.read_only: set[str] = set()
-        # Calls kept for the check at close, in call order: each call's digest, whether it
-        # changed the system, and (only then) its arguments. Whether a call breaks its role
-        # at close depends only on its agent and tool, or its agent and its changing the
-        # system, and at most `max_findings_per_run` findings are made, in call order: so the
-        # first that many calls of each (agent, tool) not yet reported for it, and the first
-        # that many changes of each agent, are all the check at close can report.
-        self.calls: list[tuple[StepRef, bool, str]] = []
-        self.kept_per_tool: dict[tuple[str, str], int] = {}
-        self.kept_changes: dict[str, int] = {}
-        self.tracked = 0
+        # The calls kept for the check at close: those of each (agent, tool) and the changes
+        # of each agent it can still report.
+        self.kept = KeptCalls(self.config.max_findings_per_run)
         self.reported: set[tuple[str, str]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
@@ -127,35 +118,21 @@ class _RoleRun(DetectorRun):
             self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
         )
         findings = self._check(step, mutating, step.tool_arguments, run)
-        if self.tracked < _MAX_TRACKED_CALLS:
-            self.tracked += 1
-            self._keep(step, mutating, run)
+        self.kept.keep(
+            step,
+            mutating,
+            run,
+            tool=(step.agent, step.tool_name),
+            changer=step.agent,
+            tool_reported=("tool_outside_role", step.span_id) in self.reported,
+            change_reported=("read_only_role_mutates", step.span_id) in self.reported,
+        )
         return findings
-
-    def _keep(self, step: Step, mutating: bool, run: Run) -> None:
-        limit = self.config.max_findings_per_run
-        agent = step.agent
-        tool = (agent, step.tool_name)
-        for_tool = ("tool_outside_role", step.span_id) not in self.reported and (
-            self.kept_per_tool.get(tool, 0) < limit
-        )
-        for_change = (
-            mutating
-            and self.kept_changes.get(agent, 0) < limit
-            and ("read_only_role_mutates", step.span_id) not in self.reported
-        )
-        if not (for_tool or for_change):
-            return
-        if for_tool:
-            self.kept_per_tool[tool] = self.kept_per_tool.get(tool, 0) + 1
-        if for_change:
-            self.kept_changes[agent] = self.kept_changes.get(agent, 0) + 1
-        self.calls.append((run.ref(step), mutating, step.tool_arguments if mutating else ""))
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []
-        for ref, mutating, arguments in self.calls:
-            findings.extend(self._check(ref, mutating, arguments, run))
+        for call in self.kept.calls:
+            findings.extend(self._check(call.ref, call.mutating, call.arguments, run))
         return findings
 
     def _allowed(self, agent: str) -> frozenset[str] | None:

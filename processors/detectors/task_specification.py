@@ -21,6 +21,7 @@ from typing import Any
 from processors import conventions
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorFactory, short
+from processors.detectors.policy import KeptCalls
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -28,9 +29,6 @@ from processors.run import DetectorRun, Run
 # class is several. Private to this module's per-step code.
 _MUTATING = ActionKind.MUTATING
 _TOOL = StepKind.TOOL
-
-# Tool calls checked again at close (the first ones of a run).
-_MAX_TRACKED_CALLS = 4096
 
 
 @dataclass(slots=True)
@@ -93,46 +91,27 @@ class TaskSpecification(Detector):
         return _TaskSpecificationRun(self)
 
 
-@dataclass(slots=True)
-class _Call:
-    """A tool call kept for the check at close: its digest, whether it changed the system,
-    and (only then) its arguments, the one text a finding about it quotes."""
-
-    ref: StepRef
-    mutating: bool
-    arguments: str
-
-
 class _TaskSpecificationRun(DetectorRun):
     __slots__ = (
         "budgets_reported",
-        "calls",
         "config",
         "detector",
         "findings",
-        "kept_changes",
-        "kept_per_tool",
+        "kept",
         "policy",
         "policy_version",
         "reported",
         "steps",
         "tokens",
-        "tracked",
     )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: TaskSpecification) -> None:
         self.detector = detector
         self.config = detector.config
-        # The calls kept for the check at close, in call order. Whether a call breaks the
-        # final policy depends only on its tool (not allowed) or on its changing the system
-        # (read-only task), and at most `max_findings_per_run` findings are made, in call
-        # order: so the first that many calls of each tool not yet reported for it, and the
-        # first that many changes, are all the check at close can report.
-        self.calls: list[_Call] = []
-        self.kept_per_tool: dict[str, int] = {}
-        self.kept_changes = 0
-        self.tracked = 0
+        # The calls kept for the check at close: those of each tool and the changes it can
+        # still report.
+        self.kept = KeptCalls(self.config.max_findings_per_run)
         self.reported: set[tuple[str, str]] = set()  # (rule, span id)
         self.budgets_reported: set[str] = set()
         self.steps = 0
@@ -160,34 +139,21 @@ class _TaskSpecificationRun(DetectorRun):
             mutating = action.kind is _MUTATING
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
-            if self.tracked < _MAX_TRACKED_CALLS:
-                self.tracked += 1
-                self._keep(step, mutating, run)
+            self.kept.keep(
+                step,
+                mutating,
+                run,
+                tool=step.tool_name,
+                changer=None,
+                tool_reported=("tool_not_allowed", step.span_id) in self.reported,
+                change_reported=("mutation_in_read_only_task", step.span_id) in self.reported,
+            )
         return findings
-
-    def _keep(self, step: Step, mutating: bool, run: Run) -> None:
-        limit = self.config.max_findings_per_run
-        tool = step.tool_name
-        for_tool = ("tool_not_allowed", step.span_id) not in self.reported and (
-            self.kept_per_tool.get(tool, 0) < limit
-        )
-        for_change = (
-            mutating
-            and self.kept_changes < limit
-            and ("mutation_in_read_only_task", step.span_id) not in self.reported
-        )
-        if not (for_tool or for_change):
-            return
-        if for_tool:
-            self.kept_per_tool[tool] = self.kept_per_tool.get(tool, 0) + 1
-        if for_change:
-            self.kept_changes += 1
-        self.calls.append(_Call(run.ref(step), mutating, step.tool_arguments if mutating else ""))
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         policy = task_policy(self.config, run.attributes)
         findings: list[Finding] = []
-        for call in self.calls:
+        for call in self.kept.calls:
             findings.extend(self._check_call(call.ref, call.mutating, call.arguments, run, policy))
         if (
             policy.max_steps
