@@ -90,12 +90,12 @@ class Step:
         return self.status is _ERROR
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class StepRef:
     """What a detector remembers of a step after the window has let it go: where the step is
     (span, times) and who ran which tool, the fields a finding and its cost need, without the
     step's texts. Names are interned: a run repeats the same few agents, models and tools.
-    Compared by identity, as the step it stands for."""
+    Made from the step (`StepRef(step)`); compared by identity, as the step it stands for."""
 
     span_id: str
     kind: StepKind
@@ -106,18 +106,15 @@ class StepRef:
     model: str
     tool_name: str
 
-    @classmethod
-    def of(cls, step: Step) -> StepRef:
-        return cls(
-            span_id=step.span_id,
-            kind=step.kind,
-            start_ns=step.start_ns,
-            end_ns=step.end_ns,
-            service=sys.intern(step.service),
-            agent=sys.intern(step.agent),
-            model=sys.intern(step.model),
-            tool_name=sys.intern(step.tool_name),
-        )
+    def __init__(self, step: Step) -> None:
+        self.span_id = step.span_id
+        self.kind = step.kind
+        self.start_ns = step.start_ns
+        self.end_ns = step.end_ns
+        self.service = sys.intern(step.service)
+        self.agent = sys.intern(step.agent)
+        self.model = sys.intern(step.model)
+        self.tool_name = sys.intern(step.tool_name)
 
 
 @dataclass(slots=True)

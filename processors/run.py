@@ -92,7 +92,7 @@ class Run:
         remembers the same step)."""
         if self.ref_step is step and self.ref_of is not None:
             return self.ref_of
-        ref = StepRef.of(step)
+        ref = StepRef(step)
         self.ref_step, self.ref_of = step, ref
         return ref
 

@@ -33,29 +33,29 @@ class KeptCalls:
     the check at close can report."""
 
     limit: int
+    # The (rule, span id) of the findings already made, and the rules of the two checks.
+    reported: set[tuple[str, str]]
+    tool_rule: str
+    change_rule: str
     calls: list[KeptCall] = field(default_factory=list)
     per_tool: dict[Hashable, int] = field(default_factory=dict)
     changes: dict[Hashable, int] = field(default_factory=dict)
     tracked: int = 0
 
-    def keep(
-        self,
-        step: Step,
-        mutating: bool,
-        run: Run,
-        tool: Hashable,
-        changer: Hashable,
-        tool_reported: bool,
-        change_reported: bool,
-    ) -> None:
-        """Keep this call if the check at close could still report it (`tool_reported`,
-        `change_reported`: a finding about this very call was already made)."""
+    def keep(self, step: Step, mutating: bool, run: Run, tool: Hashable, changer: Hashable) -> None:
+        """Keep this call if the check at close could still report it."""
         if self.tracked >= MAX_TRACKED_CALLS:
             return
         self.tracked += 1
         limit = self.limit
-        for_tool = not tool_reported and self.per_tool.get(tool, 0) < limit
-        for_change = mutating and self.changes.get(changer, 0) < limit and not change_reported
+        for_tool = (self.tool_rule, step.span_id) not in self.reported and (
+            self.per_tool.get(tool, 0) < limit
+        )
+        for_change = (
+            mutating
+            and self.changes.get(changer, 0) < limit
+            and (self.change_rule, step.span_id) not in self.reported
+        )
         if not (for_tool or for_change):
             return
         if for_tool:

@@ -99,10 +99,15 @@ class _RoleRun(DetectorRun):
         self.config = detector.config
         self.role_tools: dict[str, frozenset[str]] = {}
         self.read_only: set[str] = set()
+        self.reported: set[tuple[str, str]] = set()
         # The calls kept for the check at close: those of each (agent, tool) and the changes
         # of each agent it can still report.
-        self.kept = KeptCalls(self.config.max_findings_per_run)
-        self.reported: set[tuple[str, str]] = set()
+        self.kept = KeptCalls(
+            self.config.max_findings_per_run,
+            self.reported,
+            "tool_outside_role",
+            "read_only_role_mutates",
+        )
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.agent and step.run_attributes:
@@ -118,15 +123,7 @@ class _RoleRun(DetectorRun):
             self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
         )
         findings = self._check(step, mutating, step.tool_arguments, run)
-        self.kept.keep(
-            step,
-            mutating,
-            run,
-            tool=(step.agent, step.tool_name),
-            changer=step.agent,
-            tool_reported=("tool_outside_role", step.span_id) in self.reported,
-            change_reported=("read_only_role_mutates", step.span_id) in self.reported,
-        )
+        self.kept.keep(step, mutating, run, (step.agent, step.tool_name), step.agent)
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:

@@ -109,10 +109,15 @@ class _TaskSpecificationRun(DetectorRun):
     def __init__(self, detector: TaskSpecification) -> None:
         self.detector = detector
         self.config = detector.config
+        self.reported: set[tuple[str, str]] = set()  # (rule, span id)
         # The calls kept for the check at close: those of each tool and the changes it can
         # still report.
-        self.kept = KeptCalls(self.config.max_findings_per_run)
-        self.reported: set[tuple[str, str]] = set()  # (rule, span id)
+        self.kept = KeptCalls(
+            self.config.max_findings_per_run,
+            self.reported,
+            "tool_not_allowed",
+            "mutation_in_read_only_task",
+        )
         self.budgets_reported: set[str] = set()
         self.steps = 0
         self.tokens = 0
@@ -139,15 +144,7 @@ class _TaskSpecificationRun(DetectorRun):
             mutating = action.kind is _MUTATING
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
-            self.kept.keep(
-                step,
-                mutating,
-                run,
-                tool=step.tool_name,
-                changer=None,
-                tool_reported=("tool_not_allowed", step.span_id) in self.reported,
-                change_reported=("mutation_in_read_only_task", step.span_id) in self.reported,
-            )
+            self.kept.keep(step, mutating, run, step.tool_name, None)
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
