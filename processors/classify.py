@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
-from typing import Final
 
 DEFAULT_MUTATING_PATTERNS: tuple[str, ...] = (
     r"\bkubectl\s+(?:-\S+\s+\S+\s+)*(?:apply|patch|delete|scale|edit|replace|create|set|label|"
@@ -70,12 +69,6 @@ class ActionKind(StrEnum):
     MUTATING = "mutating"
     READ = "read"
     UNKNOWN = "unknown"
-
-
-# Action kinds read for every step, as module names: `ActionKind.X` goes through the enum
-# class at every use, a module name does not (the detectors import these).
-ACTION_MUTATING: Final = ActionKind.MUTATING
-ACTION_READ: Final = ActionKind.READ
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
 
 class StepKind(StrEnum):
@@ -16,17 +16,6 @@ class StepKind(StrEnum):
     HUMAN = "human"
     EVALUATION = "evaluation"
     OTHER = "other"
-
-
-# Kinds read for every step, as module names: `StepKind.X` goes through the enum
-# class at every use, a module name does not (the detectors import these).
-KIND_AGENT: Final = StepKind.AGENT
-KIND_EVALUATION: Final = StepKind.EVALUATION
-KIND_HANDOFF: Final = StepKind.HANDOFF
-KIND_HUMAN: Final = StepKind.HUMAN
-KIND_LLM: Final = StepKind.LLM
-KIND_OTHER: Final = StepKind.OTHER
-KIND_TOOL: Final = StepKind.TOOL
 
 
 class StepStatus(StrEnum):
@@ -101,12 +90,21 @@ class Step:
         return self.status is _ERROR
 
 
+@dataclass(slots=True, eq=False, init=False)
 class StepRef:
     """What a detector remembers of a step after the window has let it go: where the step is
     (span, times) and who ran which tool, the fields a finding and its cost need, without the
-    step's texts. Names are interned: a run repeats the same few agents, models and tools."""
+    step's texts. Names are interned: a run repeats the same few agents, models and tools.
+    Made from the step (`StepRef(step)`); compared by identity, as the step it stands for."""
 
-    __slots__ = ("agent", "end_ns", "kind", "model", "service", "span_id", "start_ns", "tool_name")
+    span_id: str
+    kind: StepKind
+    start_ns: int
+    end_ns: int
+    service: str
+    agent: str
+    model: str
+    tool_name: str
 
     def __init__(self, step: Step) -> None:
         self.span_id = step.span_id

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from processors.classify import ActionClassifier
-from processors.detectors import build_detectors, detector_factory
+from processors.detectors import FACTORIES, DetectorFactory, build_detectors, detector_factory
 from processors.detectors.config import DetectorsConfig
 from processors.model import Finding, RunSignature, Step, StepKind, StepStatus, ToolCallRequest
 from processors.window import RunWindows, WindowConfig, WindowOutput
@@ -143,10 +143,12 @@ class RunBuilder:
 
 
 def analyse(
-    steps: list[Step], config: DetectorsConfig | None = None
+    steps: list[Step],
+    config: DetectorsConfig | None = None,
+    factories: tuple[DetectorFactory[Any], ...] = FACTORIES,
 ) -> tuple[list[Finding], list[RunSignature]]:
     """Run the steps through windows and the configured detectors; close all runs."""
-    detectors = build_detectors(config or DetectorsConfig(), ActionClassifier())
+    detectors = build_detectors(config or DetectorsConfig(), ActionClassifier(), factories)
     windows = RunWindows(WindowConfig(grace_s=0.0), detector_factory(detectors))
     out = WindowOutput()
     for i, step in enumerate(steps):
@@ -158,3 +160,23 @@ def analyse(
 
 def modes(findings: list[Finding]) -> list[tuple[str, str]]:
     return [(f.mode, f.rule) for f in findings]
+
+
+# Calls and results several detector tests share.
+GET_PODS = {"command": "kubectl get pods -n shop"}
+RESTART = {"command": "kubectl rollout restart deployment/checkout -n shop"}
+FIX = {"command": "kubectl set resources deployment/checkout --limits=memory=256Mi -n shop"}
+PODS_BAD = "checkout-7d9 0/1 CrashLoopBackOff 5 (2m ago) 12m"
+TASK = "checkout in namespace shop is failing"
+
+
+def only(findings: list[Finding], mode: str) -> list[Finding]:
+    return [f for f in findings if f.mode == mode]
+
+
+def rules(
+    steps: list[Step], config: DetectorsConfig | None = None, mode: str | None = None
+) -> list[tuple[str, str]]:
+    """The (mode, rule) of every finding on these steps, sorted (of one mode, if given)."""
+    findings, _ = analyse(steps, config)
+    return sorted((f.mode, f.rule) for f in findings if mode is None or f.mode == mode)

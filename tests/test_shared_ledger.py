@@ -15,7 +15,7 @@ from processors.detectors.config import DetectorsConfig
 from processors.detectors.incorrect_verification import IncorrectVerification
 from processors.detectors.missing_verification import MissingVerification
 from processors.model import Finding, Step
-from processors.window import Run
+from processors.run import Run
 from tests.steps import RunBuilder, analyse
 
 # The default check-tool pattern, worded differently: the same calls match, so each detector

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from processors.model import Finding, Step, StepKind
-from processors.window import DetectorRun, Run, RunWindows, WindowConfig
+from processors.run import DetectorRun, Run
+from processors.window import RunWindows, WindowConfig
 
 
 class Recorder(DetectorRun):

@@ -1,16 +1,80 @@
-"""What every detector shares: its identity, how it opens per-run state, how it words a
-finding and what the failing stretch cost."""
+"""What every detector shares: its factory (a name, a mode, a config class with its defaults
+and its own `validate`, a create function), the context it is created in (the services it may
+use besides its own section), how it opens per-run state, how it words a finding and what the
+failing stretch cost.
+
+A detector module holds its config class, its detector and its per-run state, and ends with
+one `FACTORY = DetectorFactory(...)`; `processors/detectors/__init__.py` lists the factories."""
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from processors.classify import ActionClassifier
 from processors.detectors.signals import Signals
-from processors.model import KIND_LLM, KIND_TOOL, Cost, Finding, Step, StepRef
-from processors.window import DetectorRun, Run
+from processors.model import Cost, Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+
+
+class DetectorConfig(Protocol):
+    """What every detector's config class has: an `enabled` switch and a `validate` that
+    raises ValueError naming the key to fix (`detectors.<name>.<field>`)."""
+
+    enabled: bool
+
+    def validate(self) -> None: ...
+
+
+T = TypeVar("T")
+C = TypeVar("C", bound=DetectorConfig)
+
+
+@dataclass
+class DetectorContext:
+    """What a detector is created with besides its own section: the services detectors share.
+    Detectors are created in the factories' order, so a detector finds what those listed
+    before it offered."""
+
+    classifier: ActionClassifier
+    signals: Signals
+    # Every detector's section by its name, for a detector that must agree with another's
+    # settings (FM-1.4 reads FM-2.1's "back to the opening").
+    sections: Mapping[str, Any] = field(default_factory=dict)
+    # What detectors created earlier offer the later ones, by name (FM-3.2 its change ledgers).
+    offered: dict[str, object] = field(default_factory=dict)
+
+    def offer(self, name: str, service: object) -> None:
+        """Make `service` available to the detectors created after this one."""
+        self.offered[name] = service
+
+    def find(self, name: str, kind: type[T]) -> T | None:
+        """What an earlier detector offered under `name`, if anything of this kind."""
+        service = self.offered.get(name)
+        return service if isinstance(service, kind) else None
+
+
+@dataclass(frozen=True)
+class DetectorFactory(Generic[C]):
+    """How one failure mode's detector is configured and made: its config section's name
+    (`type`, the key under `detectors:`), its mode, its config class (whose defaults are the
+    default config) and the function that creates the detector from a validated config."""
+
+    type: str
+    mode: str
+    config: builtins.type[C]
+    create: Callable[[C, DetectorContext], Detector]
+
+    def default_config(self) -> C:
+        return self.config()
 
 
 class Detector(ABC):
@@ -22,10 +86,10 @@ class Detector(ABC):
     name: ClassVar[str]
     version: ClassVar[str]
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
+    def __init__(self, config: Any, context: DetectorContext) -> None:
         self.config = config
-        self.classifier = classifier
-        self.signals = signals
+        self.classifier = context.classifier
+        self.signals = context.signals
 
     @abstractmethod
     def open(self, run: Run) -> DetectorRun: ...
@@ -73,11 +137,11 @@ def stretch_cost(run: Run, evidence: Sequence[Step | StepRef]) -> Cost:
     for step in run.window:
         if step.start_ns < first or step.end_ns > last:
             continue
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             cost.llm_calls += 1
             cost.input_tokens += step.input_tokens or 0
             cost.output_tokens += step.output_tokens or 0
-        elif step.kind is KIND_TOOL:
+        elif step.kind is _TOOL:
             cost.tool_calls += 1
     return cost
 

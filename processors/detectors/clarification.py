@@ -12,27 +12,42 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import ClarificationConfig
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorFactory, short
 from processors.detectors.signals import words
-from processors.model import (
-    KIND_AGENT,
-    KIND_HANDOFF,
-    KIND_HUMAN,
-    KIND_LLM,
-    KIND_TOOL,
-    Finding,
-    Step,
-)
-from processors.window import DetectorRun, Run
+from processors.model import Finding, Step, StepKind
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_AGENT = StepKind.AGENT
+_HANDOFF = StepKind.HANDOFF
+_HUMAN = StepKind.HUMAN
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 # Words remembered per run from inputs and results (a bound on memory, not on correctness:
 # past it, unnamed-target findings stop).
 _MAX_WORDS = 50_000
 _MAX_FINDINGS = 5
+
+
+@dataclass
+class ClarificationConfig:
+    """FM-2.2 fail to ask for clarification: a change right after an ambiguous result, or on a
+    target no input named."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Also report changes to a resource no input named (task, user, tool results).
+    check_unnamed_targets: bool = True
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class Clarification(Detector):
@@ -56,7 +71,9 @@ class _ClarificationRun(DetectorRun):
         "told",
         "unclear",
     )
-    kinds = frozenset({KIND_HUMAN, KIND_LLM, KIND_AGENT, KIND_HANDOFF, KIND_TOOL})
+    kinds = frozenset(
+        {StepKind.HUMAN, StepKind.LLM, StepKind.AGENT, StepKind.HANDOFF, StepKind.TOOL}
+    )
 
     def __init__(self, detector: Clarification) -> None:
         self.detector = detector
@@ -82,27 +99,27 @@ class _ClarificationRun(DetectorRun):
             if isinstance(task, str):
                 self._learn(task)
                 self.task_seen = self.told = True
-        if step.kind is KIND_HUMAN:
+        if step.kind is _HUMAN:
             self.unclear = None
             self._learn(step.input_text)
             self.told = self.told or bool(step.input_text)
             return ()
-        if step.kind in (KIND_LLM, KIND_AGENT, KIND_HANDOFF):
+        if step.kind in (_LLM, _AGENT, _HANDOFF):
             # What the agent is told (prompts, hand-offs) names things; its own output does not.
             self._learn(step.input_text)
             self.told = self.told or bool(step.input_text)
             if (
-                step.kind is KIND_LLM
+                step.kind is _LLM
                 and not step.tool_calls
                 and step.output_text.rstrip().endswith("?")
             ):
                 self.unclear = None
             return ()
-        if step.kind is not KIND_TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return ()
         action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
         findings: list[Finding] = []
-        if action.kind is ACTION_MUTATING and not step.failed:
+        if action.kind is _MUTATING and not step.failed:
             if self.unclear is not None:
                 findings.append(self._ambiguous(step, self.unclear, run))
                 self.unclear = None
@@ -115,7 +132,7 @@ class _ClarificationRun(DetectorRun):
                 unnamed = sorted(t for t in action.targets if t not in self.known)
                 if unnamed and len(unnamed) == len(action.targets):
                     findings.append(self._unnamed(step, unnamed, run))
-        elif action.kind is not ACTION_MUTATING:
+        elif action.kind is not _MUTATING:
             result = step.tool_result or step.error
             if self.detector.signals.ambiguous.found(result):
                 self.unclear = step
@@ -155,3 +172,8 @@ class _ClarificationRun(DetectorRun):
             values={"targets": unnamed, "action": short(step.tool_arguments)},
             run=run,
         )
+
+
+FACTORY = DetectorFactory(
+    type="clarification", mode="FM-2.2", config=ClarificationConfig, create=Clarification
+)

@@ -14,10 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from processors.detectors.base import Detector
-from processors.detectors.config import ConversationResetConfig
-from processors.model import KIND_LLM, Finding, Step
-from processors.window import DetectorRun, Run
+from processors.detectors.base import Detector, DetectorFactory
+from processors.model import Finding, Step, StepKind
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_LLM = StepKind.LLM
 
 
 @dataclass(slots=True)
@@ -56,6 +59,22 @@ def is_back_to_opening(
     return False
 
 
+@dataclass
+class ConversationResetConfig:
+    """FM-2.1 conversation reset: an agent's context falls back to its opening prompt."""
+
+    # Run this detector.
+    enabled: bool = True
+    # The context must have grown by this many messages (or doubled in tokens) before a fall
+    # back to the opening size counts as a reset.
+    min_growth_messages: int = 3
+    # "Back to the opening size": within this factor of the agent's first call.
+    opening_tolerance: float = 1.15
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+
+
 class ConversationReset(Detector):
     mode = "FM-2.1"
     name = "conversation_reset"
@@ -79,7 +98,7 @@ class _ResetRun(DetectorRun):
         if _names_summary(step.name, step.agent, step.operation):
             self.summaries += 1
             return ()
-        if step.kind is not KIND_LLM:
+        if step.kind is not _LLM:
             return ()
         ctx = self.contexts.get(step.agent)
         if ctx is None:
@@ -120,3 +139,11 @@ class _ResetRun(DetectorRun):
         ctx.last = step
         ctx.summaries = self.summaries
         return findings
+
+
+FACTORY = DetectorFactory(
+    type="conversation_reset",
+    mode="FM-2.1",
+    config=ConversationResetConfig,
+    create=ConversationReset,
+)

@@ -10,24 +10,36 @@ wandering look relevant.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from processors import conventions
-from processors.detectors.base import Detector
-from processors.detectors.config import DerailmentConfig
+from processors.detectors.base import Detector, DetectorFactory
 from processors.detectors.signals import words
-from processors.model import (
-    KIND_HANDOFF,
-    KIND_HUMAN,
-    KIND_LLM,
-    KIND_TOOL,
-    Finding,
-    Step,
-    StepKind,
-    StepRef,
-)
-from processors.window import DetectorRun, Run
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_HANDOFF = StepKind.HANDOFF
+_HUMAN = StepKind.HUMAN
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 _MAX_WORDS = 50_000
+
+
+@dataclass
+class DerailmentConfig:
+    """FM-2.3 task derailment: tool calls in a row on resources unrelated to the task and its
+    evidence."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Consecutive tool calls on resources unrelated to the task and the evidence so far.
+    min_off_task_steps: int = 4
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class Derailment(Detector):
@@ -62,13 +74,11 @@ class _DerailmentRun(DetectorRun):
         if isinstance(task, str) and not self.task_known:
             self._learn(task)
             self.task_known = True
-        if step.kind in (KIND_HUMAN, KIND_HANDOFF) or (
-            step.kind is KIND_LLM and not self.task_known
-        ):
+        if step.kind in (_HUMAN, _HANDOFF) or (step.kind is _LLM and not self.task_known):
             self._learn(step.input_text)
             self.task_known = self.task_known or bool(step.input_text)
             return ()
-        if step.kind is not KIND_TOOL or not step.tool_name or not self.task_known:
+        if step.kind is not _TOOL or not step.tool_name or not self.task_known:
             return ()
         targets = self.detector.classifier.classify(step.tool_name, step.tool_arguments).targets
         if not targets:
@@ -100,3 +110,8 @@ class _DerailmentRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="derailment", mode="FM-2.3", config=DerailmentConfig, create=Derailment
+)

@@ -23,22 +23,23 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from processors.classify import ACTION_MUTATING, ACTION_READ, ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import ConversationResetConfig, HistoryLossConfig
-from processors.detectors.conversation_reset import is_back_to_opening
-from processors.detectors.signals import Signals
-from processors.model import (
-    KIND_AGENT,
-    KIND_LLM,
-    KIND_OTHER,
-    KIND_TOOL,
-    Finding,
-    Step,
-    StepKind,
-    StepRef,
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.conversation_reset import (
+    ConversationResetConfig,
+    is_back_to_opening,
 )
-from processors.window import DetectorRun, Run
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
+_AGENT = StepKind.AGENT
+_LLM = StepKind.LLM
+_OTHER = StepKind.OTHER
+_TOOL = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -52,6 +53,42 @@ class _Read:
     ref: StepRef
 
 
+@dataclass
+class HistoryLossConfig:
+    """FM-1.4 loss of conversation history: the context shrinks, or known facts are re-read."""
+
+    # Run this detector.
+    enabled: bool = True
+    # The model's input shrinking by more than this fraction between two calls of one agent.
+    shrink_ratio: float = 0.5
+    # Only a context at least this large before the drop counts (small ones fluctuate).
+    min_prior_input_tokens: int = 800
+    # The same for message counts, when the spans report messages rather than tokens.
+    min_prior_messages: int = 6
+    # A read-only call identical to a successful one at least this many tool calls earlier,
+    # with the same result and nothing changed since, means the agent lost what it had.
+    reacquire_min_gap_steps: int = 8
+    # Steps matching this (by name, agent or operation) summarize the context on purpose.
+    summary_pattern: str = r"summar|compact|condens|compress|memory"
+    # Distinct read calls remembered per run for the re-acquisition rule.
+    max_remembered_calls: int = 2_048
+
+    def validate(self) -> None:
+        if not 0 < self.shrink_ratio < 1:
+            raise ValueError("detectors.history_loss.shrink_ratio must be between 0 and 1")
+        if self.reacquire_min_gap_steps < 1 or self.max_remembered_calls < 1:
+            raise ValueError(
+                "detectors.history_loss.reacquire_min_gap_steps and max_remembered_calls "
+                "must be at least 1"
+            )
+        try:
+            re.compile(self.summary_pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"detectors.history_loss.summary_pattern: invalid regular expression ({exc})"
+            ) from exc
+
+
 class HistoryLoss(Detector):
     mode = "FM-1.4"
     name = "history_loss"
@@ -61,8 +98,9 @@ class HistoryLoss(Detector):
     # What counts as a reset to the opening (FM-2.1's rule), so the two modes never overlap.
     reset_config: ConversationResetConfig = ConversationResetConfig()
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
+        self.reset_config = context.sections.get("conversation_reset", self.reset_config)
         self.summary = re.compile(self.config.summary_pattern, re.IGNORECASE)
         # Step names, agents and operations recur across a fleet's runs.
         self.names_summary = lru_cache(maxsize=4096)(self._names_summary)
@@ -104,14 +142,14 @@ class _HistoryLossRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if self._is_summary(step):
             self.summaries += 1
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             return self._on_llm(step, run)
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             return self._on_tool(step, run)
         return ()
 
     def _is_summary(self, step: Step) -> bool:
-        if step.kind not in (KIND_LLM, KIND_AGENT, KIND_OTHER):
+        if step.kind not in (_LLM, _AGENT, _OTHER):
             return False
         return self.detector.names_summary(step.name, step.agent, step.operation)
 
@@ -170,10 +208,10 @@ class _HistoryLossRun(DetectorRun):
         classifier = self.detector.classifier
         self.tool_index += 1
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is ACTION_MUTATING:
+        if action.kind is _MUTATING:
             self.world += 1
             return []
-        if step.failed or action.kind is not ACTION_READ:
+        if step.failed or action.kind is not _READ:
             return []
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
         result = hash(classifier.result_fingerprint(step.tool_result))
@@ -205,3 +243,8 @@ class _HistoryLossRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="history_loss", mode="FM-1.4", config=HistoryLossConfig, create=HistoryLoss
+)

@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from processors.detectors.base import Detector, short
-from processors.detectors.config import IgnoredInputConfig
-from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.detectors.base import Detector, DetectorFactory, short
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_HANDOFF = StepKind.HANDOFF
+_TOOL = StepKind.TOOL
 
 _FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
 # The receiver's first calls a finding cites; later ones are only counted.
@@ -31,6 +35,19 @@ class _Assignment:
     calls: list[StepRef] = field(default_factory=list)
     call_count: int = 0
     touched: bool = False
+
+
+@dataclass
+class IgnoredInputConfig:
+    """FM-2.5 ignored other agent's input: the receiver never acts on what the hand-off told it."""
+
+    # Run this detector.
+    enabled: bool = True
+    # The receiver must have made at least this many tool calls for "never acted on it".
+    min_receiver_calls: int = 2
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class IgnoredInput(Detector):
@@ -57,7 +74,7 @@ class _IgnoredInputRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         classifier = self.detector.classifier
         findings: list[Finding] = []
-        if step.kind is KIND_HANDOFF and step.target_agent:
+        if step.kind is _HANDOFF and step.target_agent:
             previous = self.assignments.pop(step.agent, None)
             if previous is not None:
                 findings.extend(self._judge(previous, run))
@@ -71,7 +88,7 @@ class _IgnoredInputRun(DetectorRun):
                 else set(),
             )
             return findings
-        if step.kind is not KIND_TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return findings
         key = classifier.canonical_call(step.tool_name, step.tool_arguments)
         if step.failed:
@@ -144,3 +161,8 @@ class _IgnoredInputRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="ignored_input", mode="FM-2.5", config=IgnoredInputConfig, create=IgnoredInput
+)

@@ -14,20 +14,37 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import IncorrectVerificationConfig
-from processors.detectors.missing_verification import MissingVerification
-from processors.detectors.signals import HEALTH_UNHEALTHY, Signals
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.missing_verification import CHANGE_LEDGERS, MissingVerification
+from processors.detectors.signals import Health
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_UNHEALTHY = Health.UNHEALTHY
 
 # The same notion of a system-wide check as FM-3.2's default.
 _CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)
 _MAX_CHANGES = 256
+
+
+@dataclass
+class IncorrectVerificationConfig:
+    """FM-3.3 incorrect verification: success declared while the last check shows trouble, or a
+    check made too early."""
+
+    # Run this detector.
+    enabled: bool = True
+    # A check sooner than this after the change may not see its effect yet.
+    min_settle_seconds: float = 5.0
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class IncorrectVerification(Detector):
@@ -36,11 +53,15 @@ class IncorrectVerification(Detector):
     version = "1.0"
     config: IncorrectVerificationConfig
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         # FM-3.2's detector, when its ledgers are the same as this one's would be: each run's
         # ledger is then followed once, for both.
         self.ledger_source: MissingVerification | None = None
+        # FM-3.2 is created first (the factories' order) and offers its ledgers when enabled.
+        source = context.find(CHANGE_LEDGERS, MissingVerification)
+        if source is not None:
+            self.share_ledger_of(source)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -84,16 +105,13 @@ class _IncorrectVerificationRun(DetectorRun):
         claim = short(answer.output_text)
         if not ledger.changes:
             last = ledger.last_read
-            if (
-                last is not None
-                and self.detector.signals.health(last.tool_result) is HEALTH_UNHEALTHY
-            ):
+            if last is not None and self.detector.signals.health(last.tool_result) is _UNHEALTHY:
                 return [self._unhealthy(last, last.tool_result, None, answer, claim, run)]
             return ()
         change = ledger.changes[-1]
         check = change.last_check
         if change.checks and check is not None:
-            if self.detector.signals.health(check.result) is not HEALTH_UNHEALTHY:
+            if self.detector.signals.health(check.result) is not _UNHEALTHY:
                 return ()
             return [self._unhealthy(check.ref, check.result, change.ref, answer, claim, run)]
         if change.other_reads:
@@ -171,3 +189,11 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         return ()
+
+
+FACTORY = DetectorFactory(
+    type="incorrect_verification",
+    mode="FM-3.3",
+    config=IncorrectVerificationConfig,
+    create=IncorrectVerification,
+)

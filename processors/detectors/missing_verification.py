@@ -18,15 +18,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import MissingVerificationConfig
-from processors.detectors.signals import Signals
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind
-from processors.window import DetectorRun, Run
+from processors.run import DetectorRun, Run
+
+
+@dataclass
+class MissingVerificationConfig:
+    """FM-3.2 no or incomplete verification: a change never checked before the run ends."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Read-only calls with no resource named in their arguments still verify a change when
+    # their tool's name says it checks the system (alerts, health, status, ...).
+    check_tool_pattern: str = r"alert|health|status|verify|check|probe|metric|monitor"
+    # Unchecked changes reported per run (the last ones, when a run leaves more unchecked).
+    max_findings_per_run: int = 5
+    # Mutating calls remembered per run awaiting their check.
+    max_tracked_mutations: int = 256
+
+    def validate(self) -> None:
+        if self.max_findings_per_run < 1 or self.max_tracked_mutations < 1:
+            raise ValueError(
+                "detectors.missing_verification.max_findings_per_run and "
+                "max_tracked_mutations must be at least 1"
+            )
+        try:
+            re.compile(self.check_tool_pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"detectors.missing_verification.check_tool_pattern: invalid regular "
+                f"expression ({exc})"
+            ) from exc
+
+
+# The name under which this detector offers its change ledgers to the detectors created after
+# it (FM-3.3 reads them instead of following the same calls again).
+CHANGE_LEDGERS = "change_ledgers"
 
 
 class MissingVerification(Detector):
@@ -35,14 +67,15 @@ class MissingVerification(Detector):
     version = "1.1"
     config: MissingVerificationConfig
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         # Compiled once, not at every run's opening.
         self.check_tool = re.compile(self.config.check_tool_pattern, re.IGNORECASE)
         # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
         # ledger, until FM-3.3 opens its state for that run and takes it.
         self.sharing = False
         self._opened: tuple[Run, ChangeLedger] | None = None
+        context.offer(CHANGE_LEDGERS, self)
 
     def open(self, run: Run) -> DetectorRun:
         state = _MissingVerificationRun(self)
@@ -120,3 +153,11 @@ class _MissingVerificationRun(DetectorRun):
                 )
             )
         return findings
+
+
+FACTORY = DetectorFactory(
+    type="missing_verification",
+    mode="FM-3.2",
+    config=MissingVerificationConfig,
+    create=MissingVerification,
+)

@@ -13,14 +13,40 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import PrematureTerminationConfig
-from processors.detectors.signals import Signals, is_final_answer
-from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
-from processors.window import DetectorRun, Run
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.signals import is_final_answer
+from processors.model import Finding, Step, StepKind
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+
+
+@dataclass
+class PrematureTerminationConfig:
+    """FM-3.1 premature termination: the run ends after a failure, with work announced, or without
+    its deliverable."""
+
+    # Run this detector.
+    enabled: bool = True
+    # When set, a run whose final answer does not match this is missing its deliverable
+    # (for example "root cause" for incident triage).
+    required_final_pattern: str = ""
+
+    def validate(self) -> None:
+        if self.required_final_pattern:
+            try:
+                re.compile(self.required_final_pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.premature_termination.required_final_pattern: invalid "
+                    f"regular expression ({exc})"
+                ) from exc
 
 
 class PrematureTermination(Detector):
@@ -29,8 +55,8 @@ class PrematureTermination(Detector):
     version = "1.0"
     config: PrematureTerminationConfig
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         self.required = (
             re.compile(self.config.required_final_pattern, re.IGNORECASE)
             if self.config.required_final_pattern
@@ -53,9 +79,9 @@ class _PrematureRun(DetectorRun):
         self.last_model: Step | None = None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             self.last_tool = step
-        elif step.kind is KIND_LLM:
+        elif step.kind is _LLM:
             self.last_model = step
         return ()
 
@@ -104,3 +130,11 @@ class _PrematureRun(DetectorRun):
                 )
             ]
         return ()
+
+
+FACTORY = DetectorFactory(
+    type="premature_termination",
+    mode="FM-3.1",
+    config=PrematureTerminationConfig,
+    create=PrematureTermination,
+)

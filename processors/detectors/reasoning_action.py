@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from processors.classify import ACTION_MUTATING, ActionClassifier, ActionKind
-from processors.detectors.base import Detector, short
-from processors.detectors.config import ReasoningActionConfig
-from processors.detectors.signals import Signals, words
-from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind
-from processors.window import DetectorRun, Run
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.signals import words
+from processors.model import Finding, Step, StepKind
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 _READ_ONLY_INTENT = re.compile(
     r"\b(check|inspect|look at|describe|view|list|examine|read|investigate|query|verify)\b",
@@ -40,14 +46,42 @@ _CHANGE_INTENT = re.compile(
 _MAX_WORDS = 50_000
 
 
+@dataclass
+class ReasoningActionConfig:
+    """FM-2.6 reasoning-action mismatch: the model says one thing and the agent does another."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+    # Observations a model may state only if a tool result showed them.
+    observation_terms: list[str] = field(
+        default_factory=lambda: [
+            "CrashLoopBackOff",
+            "OOMKilled",
+            "ImagePullBackOff",
+            "ErrImagePull",
+            "Evicted",
+            "NotReady",
+            "connection refused",
+            "out of memory",
+            "disk full",
+            "certificate expired",
+        ]
+    )
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+
+
 class ReasoningAction(Detector):
     mode = "FM-2.6"
     name = "reasoning_action"
     version = "1.0"
     config: ReasoningActionConfig
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         self.terms = [t.lower() for t in self.config.observation_terms]
         # The terms a text contains, remembered: the same answers and results recur.
         self.terms_in: Callable[[str], frozenset[str]] = lru_cache(maxsize=4096)(self._terms_in)
@@ -76,15 +110,15 @@ class _ReasoningRun(DetectorRun):
         self.findings = 0
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             return self._on_model(step, run)
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             return self._on_tool(step, run)
         return ()
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        last = next((s for s in reversed(run.window) if s.kind in (KIND_LLM, KIND_TOOL)), None)
-        if last is None or last.kind is not KIND_LLM or last.tool_calls:
+        last = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL)), None)
+        if last is None or last.kind is not _LLM or last.tool_calls:
             return ()
         text = last.output_text
         if not self.detector.signals.announce.found(text):
@@ -174,11 +208,7 @@ class _ReasoningRun(DetectorRun):
                 {"requested": sorted(requested), "executed": step.tool_name},
                 run,
             )
-        if (
-            kind is ACTION_MUTATING
-            and _READ_ONLY_INTENT.search(text)
-            and not _CHANGE_INTENT.search(text)
-        ):
+        if kind is _MUTATING and _READ_ONLY_INTENT.search(text) and not _CHANGE_INTENT.search(text):
             return self._emit(
                 step,
                 "verb_mismatch",
@@ -216,3 +246,8 @@ class _ReasoningRun(DetectorRun):
             return []
         self.findings += 1
         return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]
+
+
+FACTORY = DetectorFactory(
+    type="reasoning_action", mode="FM-2.6", config=ReasoningActionConfig, create=ReasoningAction
+)

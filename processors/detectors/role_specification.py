@@ -14,17 +14,50 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING, ActionClassifier
-from processors.detectors.base import Detector, short
-from processors.detectors.config import RoleSpecificationConfig
-from processors.detectors.signals import Signals
-from processors.model import KIND_AGENT, KIND_TOOL, Finding, Step, StepRef
-from processors.window import DetectorRun, Run
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.policy import KeptCalls
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_AGENT = StepKind.AGENT
+_TOOL = StepKind.TOOL
 
 _MAX_TRACKED_CALLS = 4096
+
+
+@dataclass
+class RoleSpecificationConfig:
+    """FM-1.2 disobey role specification: an agent uses a tool outside its role, or a read-only
+    role changes something."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Agent name → the tools its role may use (a `mast.agent.allowed_tools` attribute on the
+    # agent's span takes precedence).
+    agent_tools: dict[str, list[str]] = field(default_factory=dict)
+    # Agents whose role is to investigate, not to change anything (regular expressions on the
+    # agent name; `mast.agent.read_only` on the agent's span also says so).
+    read_only_agents: list[str] = field(default_factory=list)
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+
+    def validate(self) -> None:
+        for pattern in self.read_only_agents:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.role_specification.read_only_agents: {pattern!r} is not a "
+                    f"valid regular expression ({exc})"
+                ) from exc
 
 
 class RoleSpecification(Detector):
@@ -34,8 +67,8 @@ class RoleSpecification(Detector):
     config: RoleSpecificationConfig
     read_only_names: list[re.Pattern[str]]
 
-    def __init__(self, config: Any, classifier: ActionClassifier, signals: Signals) -> None:
-        super().__init__(config, classifier, signals)
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
         self.read_only_names = [re.compile(p, re.IGNORECASE) for p in self.config.read_only_agents]
 
     def open(self, run: Run) -> DetectorRun:
@@ -53,15 +86,12 @@ def _tool_list(value: Any) -> frozenset[str] | None:
 
 class _RoleRun(DetectorRun):
     __slots__ = (
-        "calls",
         "config",
         "detector",
-        "kept_changes",
-        "kept_per_tool",
+        "kept",
         "read_only",
         "reported",
         "role_tools",
-        "tracked",
     )
 
     def __init__(self, detector: RoleSpecification) -> None:
@@ -69,62 +99,37 @@ class _RoleRun(DetectorRun):
         self.config = detector.config
         self.role_tools: dict[str, frozenset[str]] = {}
         self.read_only: set[str] = set()
-        # Calls kept for the check at close, in call order: each call's digest, whether it
-        # changed the system, and (only then) its arguments. Whether a call breaks its role
-        # at close depends only on its agent and tool, or its agent and its changing the
-        # system, and at most `max_findings_per_run` findings are made, in call order: so the
-        # first that many calls of each (agent, tool) not yet reported for it, and the first
-        # that many changes of each agent, are all the check at close can report.
-        self.calls: list[tuple[StepRef, bool, str]] = []
-        self.kept_per_tool: dict[tuple[str, str], int] = {}
-        self.kept_changes: dict[str, int] = {}
-        self.tracked = 0
         self.reported: set[tuple[str, str]] = set()
+        # The calls kept for the check at close: those of each (agent, tool) and the changes
+        # of each agent it can still report.
+        self.kept = KeptCalls(
+            self.config.max_findings_per_run,
+            self.reported,
+            "tool_outside_role",
+            "read_only_role_mutates",
+        )
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.agent and step.run_attributes:
             tools = _tool_list(step.run_attributes.get(conventions.AGENT_ALLOWED_TOOLS))
             # The agent's own span says it best; any other span's word is taken until then.
-            if tools is not None and (step.kind is KIND_AGENT or step.agent not in self.role_tools):
+            if tools is not None and (step.kind is _AGENT or step.agent not in self.role_tools):
                 self.role_tools[step.agent] = tools
             if step.run_attributes.get(conventions.AGENT_READ_ONLY) is True:
                 self.read_only.add(step.agent)
-        if step.kind is not KIND_TOOL or not step.tool_name or not step.agent:
+        if step.kind is not _TOOL or not step.tool_name or not step.agent:
             return ()
         mutating = (
-            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
-            is ACTION_MUTATING
+            self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
         )
         findings = self._check(step, mutating, step.tool_arguments, run)
-        if self.tracked < _MAX_TRACKED_CALLS:
-            self.tracked += 1
-            self._keep(step, mutating, run)
+        self.kept.keep(step, mutating, run, (step.agent, step.tool_name), step.agent)
         return findings
-
-    def _keep(self, step: Step, mutating: bool, run: Run) -> None:
-        limit = self.config.max_findings_per_run
-        agent = step.agent
-        tool = (agent, step.tool_name)
-        for_tool = ("tool_outside_role", step.span_id) not in self.reported and (
-            self.kept_per_tool.get(tool, 0) < limit
-        )
-        for_change = (
-            mutating
-            and self.kept_changes.get(agent, 0) < limit
-            and ("read_only_role_mutates", step.span_id) not in self.reported
-        )
-        if not (for_tool or for_change):
-            return
-        if for_tool:
-            self.kept_per_tool[tool] = self.kept_per_tool.get(tool, 0) + 1
-        if for_change:
-            self.kept_changes[agent] = self.kept_changes.get(agent, 0) + 1
-        self.calls.append((run.ref(step), mutating, step.tool_arguments if mutating else ""))
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         findings: list[Finding] = []
-        for ref, mutating, arguments in self.calls:
-            findings.extend(self._check(ref, mutating, arguments, run))
+        for call in self.kept.calls:
+            findings.extend(self._check(call.ref, call.mutating, call.arguments, run))
         return findings
 
     def _allowed(self, agent: str) -> frozenset[str] | None:
@@ -177,3 +182,11 @@ class _RoleRun(DetectorRun):
             return []
         self.reported.add(key)
         return [self.detector.finding(step, rule, 0.9, message, [step], values, run)]
+
+
+FACTORY = DetectorFactory(
+    type="role_specification",
+    mode="FM-1.2",
+    config=RoleSpecificationConfig,
+    create=RoleSpecification,
+)

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from typing import Final
 
 from processors.model import Step, StepKind
 
@@ -100,12 +99,6 @@ class Health(StrEnum):
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
     UNKNOWN = "unknown"
-
-
-# Health verdicts read for every step, as module names: `Health.X` goes through the enum
-# class at every use, a module name does not (the detectors import these).
-HEALTH_HEALTHY: Final = Health.HEALTHY
-HEALTH_UNHEALTHY: Final = Health.UNHEALTHY
 
 
 class Signals:

@@ -21,11 +21,15 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import StepRepetitionConfig
-from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorFactory, short
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_TOOL = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -36,6 +40,34 @@ class _Streak:
     # The calls of the streak until it is reported (then only its growth matters).
     steps: list[StepRef] = field(default_factory=list)
     reported: bool = False
+
+
+@dataclass
+class StepRepetitionConfig:
+    """FM-1.3 step repetition: the same call over and over, or a short cycle, unchanged."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Equivalent calls with unchanged results that make a repetition.
+    min_repeats: int = 3
+    # Two calls belong to one streak only if at most this many other tool calls lie between.
+    max_gap_steps: int = 6
+    # Cycles (A,B,A,B,...) of up to this many distinct calls are looked for...
+    max_cycle_period: int = 3
+    # ...and reported once the whole cycle has come round this many times unchanged.
+    min_cycle_repeats: int = 3
+
+    def validate(self) -> None:
+        if self.min_repeats < 2:
+            raise ValueError("detectors.step_repetition.min_repeats must be at least 2")
+        if self.max_gap_steps < 0:
+            raise ValueError("detectors.step_repetition.max_gap_steps must not be negative")
+        if self.max_cycle_period < 2 and self.max_cycle_period != 0:
+            raise ValueError(
+                "detectors.step_repetition.max_cycle_period must be 0 (off) or at least 2"
+            )
+        if self.min_cycle_repeats < 2:
+            raise ValueError("detectors.step_repetition.min_cycle_repeats must be at least 2")
 
 
 class StepRepetition(Detector):
@@ -78,7 +110,7 @@ class _StepRepetitionRun(DetectorRun):
         self.reported_cycles: set[tuple[_Token, ...]] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is not KIND_TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return ()
         classifier = self.detector.classifier
         self.tool_index += 1
@@ -86,7 +118,7 @@ class _StepRepetitionRun(DetectorRun):
         result = classifier.result_fingerprint(step.tool_result)
         if step.failed:
             result = f"error:{classifier.result_fingerprint(step.error)}|{result}"
-        mutating = classifier.classify(step.tool_name, step.tool_arguments).kind is ACTION_MUTATING
+        mutating = classifier.classify(step.tool_name, step.tool_arguments).kind is _MUTATING
         findings: list[Finding] = []
         streak = self.streaks.get(key)
         fresh = (
@@ -184,3 +216,8 @@ class _StepRepetitionRun(DetectorRun):
             },
             run=run,
         )
+
+
+FACTORY = DetectorFactory(
+    type="step_repetition", mode="FM-1.3", config=StepRepetitionConfig, create=StepRepetition
+)

@@ -15,18 +15,20 @@ a violation is reported whichever arrived first.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import TaskSpecificationConfig
-from processors.model import KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorFactory, short
+from processors.detectors.policy import KeptCalls
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
 
-# Tool calls checked again at close (the first ones of a run).
-_MAX_TRACKED_CALLS = 4096
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_TOOL = StepKind.TOOL
 
 
 @dataclass(slots=True)
@@ -55,6 +57,30 @@ def task_policy(config: TaskSpecificationConfig, attributes: dict[str, Any]) -> 
     )
 
 
+@dataclass
+class TaskSpecificationConfig:
+    """FM-1.1 disobey task specification: tools outside the task's list, changes in a read-only
+    task, budgets overrun."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Defaults for every run; a run's own `mast.task.*` attributes take precedence.
+    allowed_tools: list[str] = field(default_factory=list)
+    # Every run is read-only unless it says otherwise (`mast.task.read_only`).
+    read_only: bool = False
+    # Budgets; 0 means none. Steps are model calls plus tool calls.
+    max_steps: int = 0
+    # Wall-clock budget of a run in seconds; 0 means none.
+    max_seconds: float = 0.0
+    # Token budget of a run (input plus output); 0 means none.
+    max_tokens: int = 0
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+
+
 class TaskSpecification(Detector):
     mode = "FM-1.1"
     name = "task_specification"
@@ -65,47 +91,33 @@ class TaskSpecification(Detector):
         return _TaskSpecificationRun(self)
 
 
-@dataclass(slots=True)
-class _Call:
-    """A tool call kept for the check at close: its digest, whether it changed the system,
-    and (only then) its arguments, the one text a finding about it quotes."""
-
-    ref: StepRef
-    mutating: bool
-    arguments: str
-
-
 class _TaskSpecificationRun(DetectorRun):
     __slots__ = (
         "budgets_reported",
-        "calls",
         "config",
         "detector",
         "findings",
-        "kept_changes",
-        "kept_per_tool",
+        "kept",
         "policy",
         "policy_version",
         "reported",
         "steps",
         "tokens",
-        "tracked",
     )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: TaskSpecification) -> None:
         self.detector = detector
         self.config = detector.config
-        # The calls kept for the check at close, in call order. Whether a call breaks the
-        # final policy depends only on its tool (not allowed) or on its changing the system
-        # (read-only task), and at most `max_findings_per_run` findings are made, in call
-        # order: so the first that many calls of each tool not yet reported for it, and the
-        # first that many changes, are all the check at close can report.
-        self.calls: list[_Call] = []
-        self.kept_per_tool: dict[str, int] = {}
-        self.kept_changes = 0
-        self.tracked = 0
         self.reported: set[tuple[str, str]] = set()  # (rule, span id)
+        # The calls kept for the check at close: those of each tool and the changes it can
+        # still report.
+        self.kept = KeptCalls(
+            self.config.max_findings_per_run,
+            self.reported,
+            "tool_not_allowed",
+            "mutation_in_read_only_task",
+        )
         self.budgets_reported: set[str] = set()
         self.steps = 0
         self.tokens = 0
@@ -127,39 +139,18 @@ class _TaskSpecificationRun(DetectorRun):
         self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
         if policy.max_steps or policy.max_tokens or policy.max_seconds:
             findings.extend(self._budgets(step, run, policy))
-        if step.kind is KIND_TOOL and step.tool_name:
+        if step.kind is _TOOL and step.tool_name:
             action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-            mutating = action.kind is ACTION_MUTATING
+            mutating = action.kind is _MUTATING
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
-            if self.tracked < _MAX_TRACKED_CALLS:
-                self.tracked += 1
-                self._keep(step, mutating, run)
+            self.kept.keep(step, mutating, run, step.tool_name, None)
         return findings
-
-    def _keep(self, step: Step, mutating: bool, run: Run) -> None:
-        limit = self.config.max_findings_per_run
-        tool = step.tool_name
-        for_tool = ("tool_not_allowed", step.span_id) not in self.reported and (
-            self.kept_per_tool.get(tool, 0) < limit
-        )
-        for_change = (
-            mutating
-            and self.kept_changes < limit
-            and ("mutation_in_read_only_task", step.span_id) not in self.reported
-        )
-        if not (for_tool or for_change):
-            return
-        if for_tool:
-            self.kept_per_tool[tool] = self.kept_per_tool.get(tool, 0) + 1
-        if for_change:
-            self.kept_changes += 1
-        self.calls.append(_Call(run.ref(step), mutating, step.tool_arguments if mutating else ""))
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         policy = task_policy(self.config, run.attributes)
         findings: list[Finding] = []
-        for call in self.calls:
+        for call in self.kept.calls:
             findings.extend(self._check_call(call.ref, call.mutating, call.arguments, run, policy))
         if (
             policy.max_steps
@@ -250,3 +241,11 @@ class _TaskSpecificationRun(DetectorRun):
         self.reported.add(key)
         self.findings += 1
         return [self.detector.finding(step, rule, confidence, message, [step], values, run)]
+
+
+FACTORY = DetectorFactory(
+    type="task_specification",
+    mode="FM-1.1",
+    config=TaskSpecificationConfig,
+    create=TaskSpecification,
+)

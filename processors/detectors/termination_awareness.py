@@ -17,14 +17,42 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from processors import conventions
-from processors.classify import ACTION_MUTATING, ACTION_READ
-from processors.detectors.base import Detector
-from processors.detectors.config import TerminationAwarenessConfig
-from processors.detectors.signals import HEALTH_HEALTHY, is_final_answer
-from processors.model import KIND_LLM, KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorFactory
+from processors.detectors.signals import Health, is_final_answer
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
+_HEALTHY = Health.HEALTHY
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+
+
+@dataclass
+class TerminationAwarenessConfig:
+    """FM-1.5 unaware of termination conditions: limits hit, calls after the final answer or after
+    success, ending in a loop."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Tool calls by the same agent after its final answer that show it did not stop.
+    calls_after_final_answer: int = 1
+    # Tool calls after a check showed the problem solved.
+    calls_after_success: int = 3
+    # Steps past the step budget (mast.task.max_steps) before the run counts as not stopping.
+    steps_past_budget: int = 3
+    # The run's last tool calls are all one repeated call: it ended inside a loop.
+    final_loop_length: int = 3
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class TerminationAwareness(Detector):
@@ -92,7 +120,7 @@ class _TerminationRun(DetectorRun):
                     run,
                 )
             )
-        if step.kind is KIND_LLM or step.kind is KIND_TOOL:
+        if step.kind is _LLM or step.kind is _TOOL:
             self.steps += 1
             if self.budget_version != run.attributes_version:
                 self.budget_version = run.attributes_version
@@ -103,11 +131,11 @@ class _TerminationRun(DetectorRun):
                     self.budget = 0
             if self.budget and self.steps == self.budget + self.config.steps_past_budget:
                 findings.extend(self._past_budget(step, run))
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             if is_final_answer(step):
                 self.final_answer.setdefault(step.agent, step)
             return findings
-        if step.kind is not KIND_TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return findings
         classifier = self.detector.classifier
         ref = run.ref(step)
@@ -143,7 +171,7 @@ class _TerminationRun(DetectorRun):
                         )
                     )
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is ACTION_MUTATING and not step.failed:
+        if action.kind is _MUTATING and not step.failed:
             self.changed_targets = action.targets
             self.healthy_check = None
             self.after_success = []
@@ -168,9 +196,9 @@ class _TerminationRun(DetectorRun):
                     )
         elif (
             self.changed_targets
-            and action.kind is ACTION_READ
+            and action.kind is _READ
             and action.targets & self.changed_targets
-            and self.detector.signals.health(step.tool_result) is HEALTH_HEALTHY
+            and self.detector.signals.health(step.tool_result) is _HEALTHY
         ):
             self.healthy_check = ref
         return findings
@@ -182,7 +210,7 @@ class _TerminationRun(DetectorRun):
         tokens = {token for token, _ in self.tail}
         last = self.tail[-1][1]
         if len(tokens) != 1 or (
-            run.window and run.window[-1].kind is KIND_LLM and is_final_answer(run.window[-1])
+            run.window and run.window[-1].kind is _LLM and is_final_answer(run.window[-1])
         ):
             return ()
         steps = [s for _, s in self.tail]
@@ -222,3 +250,11 @@ class _TerminationRun(DetectorRun):
             return []
         self.reported.add(rule)
         return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]
+
+
+FACTORY = DetectorFactory(
+    type="termination_awareness",
+    mode="FM-1.5",
+    config=TerminationAwarenessConfig,
+    create=TerminationAwareness,
+)

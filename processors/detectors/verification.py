@@ -6,10 +6,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from processors.classify import ACTION_MUTATING, ACTION_READ, ActionClassifier
+from processors.classify import ActionClassifier, ActionKind
 from processors.detectors.signals import Signals, is_final_answer
-from processors.model import KIND_LLM, KIND_TOOL, Step, StepRef
-from processors.window import Run
+from processors.model import Step, StepKind, StepRef
+from processors.run import Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 _KEPT_READS = 8
 
@@ -58,20 +65,20 @@ class ChangeLedger:
         self.last_read: Step | None = None
 
     def observe(self, step: Step, run: Run) -> None:
-        if step.kind is KIND_LLM:
+        if step.kind is _LLM:
             self.final_answer = step if is_final_answer(step) else None
             return
-        if step.kind is not KIND_TOOL or not step.tool_name or step.failed:
+        if step.kind is not _TOOL or not step.tool_name or step.failed:
             return
         self.final_answer = None
         action = self.classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is ACTION_MUTATING:
+        if action.kind is _MUTATING:
             self.changes.append(Change(run.ref(step), step.tool_arguments, action.targets))
             if len(self.changes) > self.max_changes:
                 self.changes.pop(0)
                 self.dropped += 1
             return
-        if action.kind is not ACTION_READ:
+        if action.kind is not _READ:
             return
         self.last_read = step
         if not self.changes:

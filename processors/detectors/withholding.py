@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from processors.classify import ACTION_MUTATING
-from processors.detectors.base import Detector, short
-from processors.detectors.config import WithholdingConfig
-from processors.model import KIND_HANDOFF, KIND_TOOL, Finding, Step, StepKind, StepRef
-from processors.window import DetectorRun, Run
+from processors.classify import ActionKind
+from processors.detectors.base import Detector, DetectorFactory, short
+from processors.model import Finding, Step, StepKind, StepRef
+from processors.run import DetectorRun, Run
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_HANDOFF = StepKind.HANDOFF
+_TOOL = StepKind.TOOL
 
 _FAILURE_WORDS = ("error", "fail", "denied", "forbidden", "refused", "not found", "timeout")
 _MAX_CALLS_PER_AGENT = 1024
@@ -28,6 +33,18 @@ class _Knowledge:
     reads: dict[int, StepRef] = field(default_factory=dict)
     # Failed calls: where, and what the failure said (cut as a finding quotes it).
     failures: list[tuple[StepRef, str]] = field(default_factory=list)
+
+
+@dataclass
+class WithholdingConfig:
+    """FM-2.4 information withholding: after a hand-off, the receiver redoes the sender's call, or
+    an error is not passed on."""
+
+    # Run this detector.
+    enabled: bool = True
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
 
 
 class Withholding(Detector):
@@ -55,9 +72,9 @@ class _WithholdingRun(DetectorRun):
         self.reported_calls: set[int] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        if step.kind is KIND_HANDOFF and step.target_agent:
+        if step.kind is _HANDOFF and step.target_agent:
             return self._on_handoff(step, run)
-        if step.kind is not KIND_TOOL or not step.tool_name:
+        if step.kind is not _TOOL or not step.tool_name:
             return ()
         knowledge = self.known.setdefault(step.agent, _Knowledge())
         classifier = self.detector.classifier
@@ -66,7 +83,7 @@ class _WithholdingRun(DetectorRun):
                 knowledge.failures.append((run.ref(step), short(step.error or step.tool_result)))
             return ()
         action = classifier.classify(step.tool_name, step.tool_arguments)
-        if action.kind is ACTION_MUTATING:
+        if action.kind is _MUTATING:
             self.changed_since.update(self.handed)
             return ()
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
@@ -133,3 +150,8 @@ class _WithholdingRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+FACTORY = DetectorFactory(
+    type="withholding", mode="FM-2.4", config=WithholdingConfig, create=Withholding
+)

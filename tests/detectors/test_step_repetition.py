@@ -1,0 +1,95 @@
+"""FM-1.3 step repetition.
+
+The detector's rules on plain step sequences: each where it should fire, and its near
+misses, which must stay silent."""
+
+from __future__ import annotations
+
+from processors.detectors.config import DetectorsConfig
+from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only
+
+
+def test_same_call_three_times_with_same_result_is_repetition():
+    run = RunBuilder()
+    first = run.tool("kubectl", GET_PODS, PODS_BAD)
+    run.llm()
+    run.tool("kubectl", {"command": "kubectl  get pods   -n shop"}, PODS_BAD)  # whitespace
+    run.llm()
+    third = run.tool("kubectl", GET_PODS, PODS_BAD.replace("12m", "13m"))  # age ticks on
+    findings, _ = analyse(run.steps)
+    rep = only(findings, "FM-1.3")
+    assert modes(rep) == [("FM-1.3", "same_call")]
+    assert rep[0].span_id == third.span_id
+    assert rep[0].evidence_span_ids[0] == first.span_id
+    assert rep[0].evidence["repeats"] == 3
+    assert rep[0].cost.llm_calls == 2
+    assert rep[0].cost.seconds > 4
+
+
+def test_argument_key_order_and_volatile_fields_do_not_hide_repetition():
+    run = RunBuilder()
+    run.tool("get_logs", {"pod": "checkout", "lines": 50, "request_id": "r1"}, "OOMKilled")
+    run.tool("get_logs", {"lines": 50, "pod": "checkout", "request_id": "r2"}, "OOMKilled")
+    run.tool("get_logs", {"request_id": "r3", "pod": "checkout", "lines": 50}, "OOMKilled")
+    findings, _ = analyse(run.steps)
+    assert modes(only(findings, "FM-1.3")) == [("FM-1.3", "same_call")]
+
+
+def test_polling_a_rollout_whose_status_changes_is_not_repetition():
+    run = RunBuilder()
+    status = {"command": "kubectl rollout status deployment/checkout -n shop"}
+    for ready in range(1, 5):
+        run.tool("kubectl", status, f"Waiting: {ready} of 4 updated replicas are available")
+    findings, _ = analyse(run.steps)
+    assert only(findings, "FM-1.3") == []
+
+
+def test_recheck_after_a_fix_is_not_repetition():
+    run = RunBuilder()
+    run.tool("kubectl", GET_PODS, PODS_BAD)
+    run.tool("kubectl", GET_PODS, PODS_BAD)
+    run.tool("kubectl", RESTART, "deployment.apps/checkout restarted")
+    run.tool("kubectl", GET_PODS, PODS_BAD)
+    findings, _ = analyse(run.steps)
+    assert only(findings, "FM-1.3") == []
+
+
+def test_repeats_far_apart_are_not_one_streak():
+    run = RunBuilder()
+    for i in range(3):
+        run.tool("kubectl", GET_PODS, PODS_BAD)
+        for j in range(7):
+            run.tool("get_metrics", {"query": f"q{i}{j}"}, str(j))
+    findings, _ = analyse(run.steps, DetectorsConfig())
+    assert only(findings, "FM-1.3") == []
+
+
+def test_repeated_remediation_with_same_result_is_repetition():
+    run = RunBuilder()
+    for _ in range(3):
+        run.tool("kubectl", RESTART, "deployment.apps/checkout restarted")
+    findings, _ = analyse(run.steps)
+    assert modes(only(findings, "FM-1.3")) == [("FM-1.3", "same_call")]
+
+
+def test_a_short_cycle_is_repetition():
+    run = RunBuilder()
+    for _ in range(3):
+        run.tool("get_alerts", {}, "HighErrorRate firing")
+        run.tool("kubectl", {"command": "kubectl describe pod checkout-7d9 -n shop"}, "Back-off")
+    findings, _ = analyse(run.steps)
+    rep = only(findings, "FM-1.3")
+    assert ("FM-1.3", "cycle") in modes(rep)
+    cycle = next(f for f in rep if f.rule == "cycle")
+    assert len(cycle.evidence_span_ids) == 6
+    assert cycle.evidence["period"] == 2
+
+
+def test_two_repeats_stay_below_threshold_and_threshold_is_configurable():
+    run = RunBuilder()
+    run.tool("kubectl", GET_PODS, PODS_BAD)
+    run.tool("kubectl", GET_PODS, PODS_BAD)
+    assert only(analyse(run.steps)[0], "FM-1.3") == []
+    config = DetectorsConfig()
+    config.step_repetition.min_repeats = 2
+    assert len(only(analyse(run.steps, config)[0], "FM-1.3")) == 1
