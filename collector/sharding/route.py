@@ -53,8 +53,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from collector.otlp.decode import (
+from collector.otlp.decode import (  # the decoder's own id rule, so both reject alike
     OtlpDecodeError,
+    _id_problem,
     any_value_to_python,
     parse_logs_request,
     parse_trace_request,
@@ -66,6 +67,7 @@ from processors.normalize.codex import CONVERSATION_ID
 
 __all__ = [
     "MAX_SHARDS",
+    "SHARD_CACHE_KEYS",
     "RouteError",
     "Routed",
     "log_run_key",
@@ -109,6 +111,11 @@ class Routed:
 
     shards: dict[int, bytes] = field(default_factory=dict)
     records: dict[int, int] = field(default_factory=dict)
+    # Spans among them that a receiver's decode rejects for their ids (OTLP partial success),
+    # with the first reason; counted only when the request was validated (0 otherwise). They
+    # are routed all the same: the worker's decode leaves them out as it does today.
+    rejected: int = 0
+    reason: str = ""
 
     @property
     def total(self) -> int:
@@ -125,9 +132,22 @@ def _check_n(n: int) -> None:
         )
 
 
+# A run's spans arrive over many requests: remembering recent keys' shards saves most hashes.
+# Bounded: emptied when it reaches this many keys (per number of shards).
+SHARD_CACHE_KEYS = 65_536
+_shard_cache: dict[int, dict[bytes, int]] = {}
+
+
 def _shard(key: bytes, n: int) -> int:
     digest = hashlib.blake2b(key, digest_size=8, person=_PERSON).digest()
     return int.from_bytes(digest, "little") % n
+
+
+def _cache_for(n: int) -> dict[bytes, int]:
+    cache = _shard_cache.get(n)
+    if cache is None or len(cache) >= SHARD_CACHE_KEYS:
+        cache = _shard_cache[n] = {}
+    return cache
 
 
 def shard_for(key: bytes, n: int) -> int:
@@ -297,23 +317,38 @@ class _Resource:
 # --- splitting --------------------------------------------------------------------------------
 
 
-def _keys_from_parsed(data: bytes, signal: Signal) -> list[bytes | None]:
-    """Validate the whole request with the receivers' parser; the key of every record in wire
-    order (None for a log record without a trace id: its conversation decides)."""
-    keys: list[bytes | None] = []
-    if signal == "traces":
-        traces: ExportTraceServiceRequest = parse_trace_request(data)
-        for resource_spans in traces.resource_spans:
+@dataclass(slots=True)
+class _Parsed:
+    """What the parsed request says: each record's key in wire order (None for a log record
+    without a trace id: its conversation decides), and the spans a receiver's decode would
+    reject for their ids (so the receiving process can still answer an OTLP partial success)."""
+
+    keys: list[bytes | None]
+    rejected: int = 0
+    reason: str = ""
+
+
+def _read_parsed(message: ExportTraceServiceRequest | ExportLogsServiceRequest) -> _Parsed:
+    parsed = _Parsed([])
+    keys = parsed.keys
+    if isinstance(message, ExportTraceServiceRequest):
+        for resource_spans in message.resource_spans:
             for scope_spans in resource_spans.scope_spans:
-                keys.extend(span.trace_id for span in scope_spans.spans)
+                for span in scope_spans.spans:
+                    trace_id = span.trace_id
+                    keys.append(trace_id)
+                    span_id = span.span_id
+                    parent = span.parent_span_id
+                    if len(trace_id) != 16 or len(span_id) != 8 or len(parent) not in (0, 8):
+                        parsed.rejected += 1
+                        parsed.reason = parsed.reason or _id_problem(trace_id, span_id, parent)
     else:
-        logs: ExportLogsServiceRequest = parse_logs_request(data)
-        for resource_logs in logs.resource_logs:
+        for resource_logs in message.resource_logs:
             for scope_logs in resource_logs.scope_logs:
                 for record in scope_logs.log_records:
                     trace_id = record.trace_id
                     keys.append(trace_id if len(trace_id) == 16 else None)
-    return keys
+    return parsed
 
 
 def _split(
@@ -325,7 +360,7 @@ def _split(
     request_headers: list[tuple[int, int]] = []
     resources: list[_Resource] = []
     counts: dict[int, int] = {}
-    cache: dict[bytes, int] = {}
+    cache = _cache_for(n)
     index = 0
     pos = 0
     while pos < end:
@@ -487,32 +522,40 @@ def route_request(
     _check_n(n)
     if signal not in ("traces", "logs"):
         raise ValueError(f"signal must be 'traces' or 'logs', got {signal!r}")
+    parsed: _Parsed | None = None
     if encoding == "json":
         try:
-            message = parse_trace_json(data) if signal == "traces" else parse_logs_json(data)
+            message: ExportTraceServiceRequest | ExportLogsServiceRequest = (
+                parse_trace_json(data) if signal == "traces" else parse_logs_json(data)
+            )
         except OtlpDecodeError as exc:
             raise RouteError(str(exc)) from exc
         data = message.SerializeToString()
-        validate = False  # parsed just now
+        parsed = _read_parsed(message)
     elif encoding != "protobuf":
         raise ValueError(f"encoding must be 'protobuf' or 'json', got {encoding!r}")
-    if not isinstance(data, bytes):
-        data = bytes(data)
-    keys: list[bytes | None] | None = None
-    if validate:
-        try:
-            keys = _keys_from_parsed(data, signal)
-        except OtlpDecodeError as exc:
-            raise RouteError(str(exc)) from exc
+    else:
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        if validate:
+            try:
+                message = (
+                    parse_trace_request(data) if signal == "traces" else parse_logs_request(data)
+                )
+            except OtlpDecodeError as exc:
+                raise RouteError(str(exc)) from exc
+            parsed = _read_parsed(message)
+    keys = parsed.keys if parsed is not None else None
     try:
         request_headers, resources, counts = _split(data, n, signal, keys)
     except RecursionError as exc:  # pragma: no cover - the walk does not recurse
         raise RouteError("malformed OTLP/protobuf: nested too deeply") from exc
+    rejected, reason = (parsed.rejected, parsed.reason) if parsed is not None else (0, "")
     if not counts:
         return Routed()
-    if len(counts) == 1 and n == 1:
-        return Routed({0: data}, counts)
-    return Routed(_assemble(data, request_headers, resources), counts)
+    if n == 1 and encoding == "protobuf":
+        return Routed({0: data}, counts, rejected, reason)
+    return Routed(_assemble(data, request_headers, resources), counts, rejected, reason)
 
 
 def route_traces(data: bytes, n: int, *, validate: bool = True) -> Routed:

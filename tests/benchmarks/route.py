@@ -1,0 +1,104 @@
+"""The routing ceiling: how fast one process splits OTLP requests by run for N workers
+(collector/sharding/route.py), next to what a full decode of the same requests costs
+(collector/otlp/decode.py: parse and decode every span into records), in one run on the same
+payloads: the load generator's fleet, 512 spans per request.
+
+    .venv/bin/python -m tests.benchmarks.route [--spans 20000] [--repeat 5] [--json-requests 4]
+
+Times are CPU seconds of this thread, best of `--repeat` passes over all requests (the machine
+is shared; the best pass is the least disturbed one). Rates are per core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from collector.otlp.decode import decode_spans, parse_trace_request
+from collector.otlp.jsonpb import parse_trace_json
+from collector.sharding.route import route_request, route_traces
+from tests.benchmarks.fleet import build_fleet
+from tests.fuzzing import to_json
+
+SHARDS = (1, 2, 4, 8)
+
+
+def best_seconds(requests: list[bytes], work: Callable[[bytes], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.thread_time()
+        for body in requests:
+            work(body)
+        best = min(best, time.thread_time() - started)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=512, help="spans per request")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--json-requests", type=int, default=4, help="requests also timed as OTLP/JSON (0: none)"
+    )
+    args = parser.parse_args()
+
+    fleet = build_fleet(args.spans, batch_spans=args.batch)
+    requests = fleet.requests
+    spans = fleet.spans
+    megabytes = sum(len(body) for body in requests) / 1e6
+    print(
+        f"{len(requests)} requests, {spans:,} spans, {megabytes:.1f} MB "
+        f"({megabytes * 1e6 / spans:,.0f} bytes per span), best of {args.repeat} passes\n"
+    )
+
+    decode_s = best_seconds(
+        requests, lambda body: decode_spans(parse_trace_request(body)), args.repeat
+    )
+    parse_s = best_seconds(requests, parse_trace_request, args.repeat)
+    rows = [
+        ("full decode (parse + decode_spans)", decode_s),
+        ("protobuf parse alone (no records)", parse_s),
+    ]
+    for validate in (True, False):
+        for n in SHARDS:
+
+            def route(body: bytes, n: int = n, validate: bool = validate) -> object:
+                return route_traces(body, n, validate=validate)
+
+            seconds = best_seconds(requests, route, args.repeat)
+            how = "validated" if validate else "wire walk only"
+            rows.append((f"route N={n} ({how})", seconds))
+
+    print("| what | spans/s per core | MB/s per core | µs per span | speed vs full decode |")
+    print("|---|---|---|---|---|")
+    for name, seconds in rows:
+        print(
+            f"| {name} | {spans / seconds:,.0f} | {megabytes / seconds:,.1f} | "
+            f"{seconds / spans * 1e6:.2f} | {decode_s / seconds:.1f} |"
+        )
+
+    if args.json_requests:
+        subset = [to_json(parse_trace_request(body)) for body in requests[: args.json_requests]]
+        json_spans = sum(fleet.span_counts[: args.json_requests])
+        json_mb = sum(len(body) for body in subset) / 1e6
+        json_decode = best_seconds(
+            subset, lambda body: decode_spans(parse_trace_json(body)), args.repeat
+        )
+        json_route = best_seconds(
+            subset, lambda body: route_request(body, 4, "traces", "json"), args.repeat
+        )
+        print(f"\nOTLP/JSON ({len(subset)} requests, {json_spans:,} spans, {json_mb:.1f} MB):\n")
+        print("| what | spans/s per core | MB/s per core | speed vs full decode |")
+        print("|---|---|---|---|")
+        for name, seconds in (("full decode", json_decode), ("route N=4", json_route)):
+            print(
+                f"| {name} | {json_spans / seconds:,.0f} | {json_mb / seconds:,.1f} | "
+                f"{json_decode / seconds:.2f} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
