@@ -8,7 +8,10 @@ normalizer derives as `stable_hex("codex", conversation)`. Routing on that deriv
 log-only run to the same worker as any span that carries the id. A log record with neither a
 trace id nor a conversation id is routed as the conversation "" (the normalizer puts all of them
 in the run `stable_hex("codex", "")`), so it, too, lands where its run is: one fixed worker for
-a given number of workers, whatever its resource.
+a given number of workers, whatever its resource. The key is read from the record as it was
+sent; the worker's limits run before the normalizer, so a conversation id they change (one past
+`max_attributes_per_span` attributes, or longer than `max_attribute_value_bytes`) would be keyed
+differently there: such a run would be split.
 
 `shard_for` is the one shard function, the same in every process and every run (a keyed 64-bit
 BLAKE2b of the key, modulo N): replay after a crash calls it again on the spooled bytes and gets
@@ -31,12 +34,18 @@ with their resource and scope.
 Validation (`validate=True`, the default) first parses the whole request with the protobuf
 runtime the receivers use (C, no Python objects per attribute), so a request is refused by the
 router exactly when a receiver would refuse it today, before it is acknowledged; the record keys
-then come from the parsed message. With `validate=False` (bytes validated once already, such as
-a replay of the spool) nothing but the wire format is read: the keys come from walking each
-record's own top-level fields (the last occurrence of a field wins, as when protobuf parses).
-Both give the same keys on any request that parses. Work is linear in the request's bytes and
-every step advances, so a hostile payload cannot make it loop; what is malformed raises
-`RouteError`, an `OtlpDecodeError`, which receivers answer with HTTP 400 / gRPC INVALID_ARGUMENT.
+then come from the parsed message, which also counts the spans a decode would reject for their
+ids (`Routed.rejected`: the receiving process can answer the same OTLP partial success). With
+`validate=False` nothing but the wire format is read: the keys come from walking each record's
+own top-level fields (the last occurrence of a field wins, as when protobuf parses), and what
+lies inside a record (attribute values, their nesting) is not checked. Both give the same
+shards on any request that parses; the walk alone is the slower of the two (one Python step per
+field of every record against one C parse), so it is there for bytes that need no protobuf
+runtime, and as a second reading that tests hold the first to.
+
+Work is linear in the request's bytes and every step advances, so a hostile payload cannot make
+it loop; what is malformed raises `RouteError`, an `OtlpDecodeError`, which receivers answer
+with HTTP 400 / gRPC INVALID_ARGUMENT.
 
 OTLP/JSON bodies are parsed as the receivers parse them and re-encoded as protobuf before
 routing, so every shard's request is protobuf, whatever the body's encoding.
