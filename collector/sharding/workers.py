@@ -258,6 +258,10 @@ class WorkerPool:
     def _collect(self, worker: _Worker) -> None:
         """Read one worker's reports until it closes or dies."""
         while True:
+            if not self._stopping.is_set() and not worker.process.is_alive():
+                # Killed: its last report may be cut short, and nothing it reported matters
+                # any more (its replacement starts its own count); reading on could block.
+                return
             try:
                 message = worker.outbox.get(timeout=0.2)
             except queue.Empty:
