@@ -175,12 +175,22 @@ def shard_for_hex(trace_id: str, n: int) -> int:
     return shard_for(key, n)
 
 
+_conversation_keys: dict[str, bytes] = {}
+
+
 def log_run_key(trace_id: bytes, conversation: str) -> bytes:
     """The run key of a log record: its trace id if it has a valid one, else the trace id the
     Codex normalizer gives the conversation's run."""
     if len(trace_id) == 16:
         return trace_id
-    return bytes.fromhex(stable_hex("codex", conversation, length=32))
+    key = _conversation_keys.get(conversation)
+    if key is None:
+        if len(_conversation_keys) >= SHARD_CACHE_KEYS:
+            _conversation_keys.clear()
+        key = _conversation_keys[conversation] = bytes.fromhex(
+            stable_hex("codex", conversation, length=32)
+        )
+    return key
 
 
 # --- the wire format --------------------------------------------------------------------------
@@ -241,12 +251,12 @@ def _skip(buf: bytes, key: int, pos: int, end: int) -> tuple[int, int]:
     return pos, stop
 
 
-def _last_bytes_field(buf: bytes, start: int, end: int, number: int) -> bytes | None:
-    """The last length-delimited field `number` (< 16) of a message: when protobuf parses,
-    the last occurrence of a field wins. One-byte tags and lengths, the usual case, are read
-    inline; anything longer goes through `_varint`."""
+def _bytes_fields(buf: bytes, start: int, end: int, number: int) -> list[tuple[int, int]]:
+    """Where every length-delimited field `number` (< 16) of a message lies (payload start and
+    end, in order). One-byte tags and lengths, the usual case, are read inline; anything longer
+    goes through `_varint`."""
     wanted = (number << 3) | 2
-    found_start = found_end = -1
+    found: list[tuple[int, int]] = []
     pos = start
     while pos < end:
         tag = buf[pos]
@@ -273,34 +283,78 @@ def _last_bytes_field(buf: bytes, start: int, end: int, number: int) -> bytes | 
                     f"its message ({end - pos} bytes left)"
                 )
             if tag == wanted:
-                found_start, found_end = pos, stop
+                found.append((pos, stop))
             pos = stop
         else:
             _, pos = _skip(buf, tag, pos, end)
-    return None if found_start < 0 else buf[found_start:found_end]
+    return found
+
+
+def _last_bytes_field(buf: bytes, start: int, end: int, number: int) -> bytes | None:
+    """The last length-delimited field `number` of a message: when protobuf parses, the last
+    occurrence of a field wins."""
+    found = _bytes_fields(buf, start, end, number)
+    if not found:
+        return None
+    first, last = found[-1]
+    return buf[first:last]
+
+
+# The key field of a KeyValue whose key is `conversation.id`, as it is on the wire wherever it
+# sits in the KeyValue: a message without these bytes has no such attribute.
+_CONVERSATION_FIELD = bytes((0x0A, len(_CONVERSATION_KEY))) + _CONVERSATION_KEY
 
 
 def _conversation(buf: bytes, start: int, end: int, attributes_field: int) -> str | None:
     """The `conversation.id` attribute of a message whose repeated KeyValue is
     `attributes_field` (a later duplicate key wins, as in decoding); None if absent."""
-    wanted = (attributes_field << 3) | 2
+    hit = buf.find(_CONVERSATION_FIELD, start, end)
+    if hit < 0:
+        return None
     value: bytes | None = None
     seen = False
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos, end)
-        payload, pos = _skip(buf, key, pos, end)
-        if key != wanted:
+    pattern_size = len(_CONVERSATION_FIELD)
+    for payload, stop in _bytes_fields(buf, start, end, attributes_field):
+        if hit >= stop:
             continue
-        kv_key = _last_bytes_field(buf, payload, pos, 1) or b""
-        if kv_key == _CONVERSATION_KEY:
+        if hit < payload:  # the bytes seen lie elsewhere: look for them again from here
+            hit = buf.find(_CONVERSATION_FIELD, payload, end)
+            if hit < 0:
+                break
+            if hit >= stop:
+                continue
+        # The usual shape, key then value and nothing else, read without a walk.
+        value_at = payload + pattern_size
+        if (
+            hit == payload
+            and value_at + 1 < stop
+            and buf[value_at] == _TAG_FIELD_2
+            and buf[value_at + 1] == stop - value_at - 2 < 0x80
+        ):
             seen = True
-            value = _last_bytes_field(buf, payload, pos, 2)
+            value = buf[value_at + 2 : stop]
+        elif _last_bytes_field(buf, payload, stop, 1) == _CONVERSATION_KEY:
+            seen = True
+            value = _last_bytes_field(buf, payload, stop, 2)
+        hit = buf.find(_CONVERSATION_FIELD, stop, end)
+        if hit < 0:
+            break
     if not seen:
         return None
+    return _conversation_text(value or b"")
+
+
+def _conversation_text(value: bytes) -> str:
+    """The conversation id as the normalizer reads it (`values.name` of the decoded value)."""
+    # A plain short string, the usual case: AnyValue field 1 and nothing else.
+    if len(value) >= 2 and value[0] == 0x0A and value[1] == len(value) - 2 < 0x80:
+        try:
+            return values.name(value[2:].decode("utf-8"))
+        except UnicodeDecodeError:
+            pass  # the parse below words the error
     any_value = AnyValue()
     try:
-        any_value.ParseFromString(value or b"")
+        any_value.ParseFromString(value)
     except DecodeError as exc:
         raise RouteError(f"malformed OTLP/protobuf: {CONVERSATION_ID} value: {exc}") from exc
     return values.name(any_value_to_python(any_value))
@@ -329,8 +383,9 @@ class _Resource:
 @dataclass(slots=True)
 class _Parsed:
     """What the parsed request says: each record's key in wire order (None for a log record
-    without a trace id: its conversation decides), and the spans a receiver's decode would
-    reject for their ids (so the receiving process can still answer an OTLP partial success)."""
+    without a trace id: its conversation decides, read from the wire), and the spans a
+    receiver's decode would reject for their ids (so the receiving process can still answer an
+    OTLP partial success)."""
 
     keys: list[bytes | None]
     rejected: int = 0
@@ -424,17 +479,19 @@ def _split(
                 if keys is not None:
                     if index >= len(keys):
                         raise RouteError("malformed OTLP/protobuf: records do not match the parse")
-                    run_key = keys[index]
+                    trace_id = keys[index]
                     index += 1
                 elif traces:
-                    run_key = _last_bytes_field(data, payload, s, _SPAN_TRACE_ID) or b""
+                    trace_id = _last_bytes_field(data, payload, s, _SPAN_TRACE_ID) or b""
                 else:
-                    run_key = _last_bytes_field(data, payload, s, _LOG_TRACE_ID)
-                    if run_key is not None and len(run_key) != 16:
-                        run_key = None
-                if run_key is None:
-                    # As the Codex normalizer reads it: an empty value on the record
-                    # falls back to the resource's.
+                    trace_id = _last_bytes_field(data, payload, s, _LOG_TRACE_ID)
+                    if trace_id is not None and len(trace_id) != 16:
+                        trace_id = None
+                if trace_id is not None:
+                    run_key = trace_id
+                else:
+                    # As the Codex normalizer reads it: an empty value on the record falls
+                    # back to the resource's.
                     conversation = _conversation(data, payload, s, _LOG_ATTRIBUTES)
                     if not conversation:
                         if not resource_conversation_read:

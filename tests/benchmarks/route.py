@@ -14,13 +14,21 @@ traffic where a run's spans come over many requests.
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from collections.abc import Callable
 
-from collector.otlp.decode import decode_spans, parse_trace_request
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+from collector.otlp.decode import (
+    decode_logs,
+    decode_spans,
+    parse_logs_request,
+    parse_trace_request,
+)
 from collector.otlp.jsonpb import parse_trace_json
 from collector.sharding import route as route_module
-from collector.sharding.route import route_request, route_traces
+from collector.sharding.route import route_logs, route_request, route_traces
 from tests.benchmarks.fleet import build_fleet
 from tests.fuzzing import to_json
 
@@ -37,6 +45,36 @@ def best_seconds(requests: list[bytes], work: Callable[[bytes], object], repeat:
             work(body)
         best = min(best, time.thread_time() - started)
     return best
+
+
+def log_requests(count: int, batch: int, seed: int = 5) -> list[bytes]:
+    """Codex-shaped log events from 500 open conversations: half carry a trace id, half only
+    their `conversation.id` (keyed by the run id the normalizer derives from it)."""
+    rng = random.Random(seed)
+    conversations = [f"conv-{rng.getrandbits(64):016x}" for _ in range(500)]
+    trace_ids = {c: rng.getrandbits(128).to_bytes(16, "big") for c in conversations}
+    bodies = []
+    for _ in range(count):
+        request = ExportLogsServiceRequest()
+        resource_logs = request.resource_logs.add()
+        resource_logs.resource.attributes.add(key="service.name").value.string_value = "codex"
+        scope = resource_logs.scope_logs.add()
+        for _ in range(batch):
+            conversation = rng.choice(conversations)
+            record = scope.log_records.add(
+                time_unix_nano=time.time_ns(), event_name="codex.tool_result"
+            )
+            if rng.random() < 0.5:
+                record.trace_id = trace_ids[conversation]
+            attributes = record.attributes
+            attributes.add(key="conversation.id").value.string_value = conversation
+            attributes.add(key="tool_name").value.string_value = "shell"
+            attributes.add(key="call_id").value.string_value = f"call_{rng.getrandbits(32)}"
+            attributes.add(key="arguments").value.string_value = '{"command": ["pytest", "-q"]}'
+            attributes.add(key="output").value.string_value = "1 failed, 4 passed " * 20
+            attributes.add(key="duration_ms").value.int_value = 900
+        bodies.append(request.SerializeToString())
+    return bodies
 
 
 def main() -> int:
@@ -82,6 +120,23 @@ def main() -> int:
         print(
             f"| {name} | {spans / seconds:,.0f} | {megabytes / seconds:,.1f} | "
             f"{seconds / spans * 1e6:.2f} | {decode_s / seconds:.1f} |"
+        )
+
+    logs = log_requests(len(requests), args.batch)
+    log_records = len(logs) * args.batch
+    log_mb = sum(len(body) for body in logs) / 1e6
+    log_decode = best_seconds(logs, lambda body: decode_logs(parse_logs_request(body)), args.repeat)
+    log_route = best_seconds(logs, lambda body: route_logs(body, 4), args.repeat)
+    print(
+        f"\nLogs ({len(logs)} requests of {args.batch} Codex-shaped records, half with a trace "
+        f"id, half keyed by conversation.id; {log_mb:.1f} MB):\n"
+    )
+    print("| what | records/s per core | MB/s per core | speed vs full decode |")
+    print("|---|---|---|---|")
+    for name, seconds in (("full decode", log_decode), ("route N=4 (validated)", log_route)):
+        print(
+            f"| {name} | {log_records / seconds:,.0f} | {log_mb / seconds:,.1f} | "
+            f"{log_decode / seconds:.2f} |"
         )
 
     if args.json_requests:
