@@ -1,0 +1,352 @@
+"""N worker processes, each fed its shard's requests (see `route`).
+
+`WorkerPool` starts one process per shard with the 'spawn' (or 'forkserver') start method, so a
+worker shares no threads, locks or store sessions with the receiving process. Each worker builds
+its own handler (`factory(shard)`, a picklable top-level callable) and calls
+`handler.handle(signal, data)` for every request it is given, in order; on stop it calls
+`handler.close()` and sends back what that returns.
+
+Bounds: what a worker has been given and not yet handled is counted in the receiving process
+(requests and bytes, per worker); `submit` refuses (`WorkerBusy`, counted) a request that would
+pass either bound for any of its shards, before handing any shard anything, so a request is
+taken whole or not at all and the sender is told to retry.
+
+A worker that dies (killed, crashed) is started again (counted); its queue dies with it, so
+what it held is gone: `on_restart(shard)` returns the requests to give the new worker first
+(the spool's requests for that shard, replayed), before anything newer. A worker that dies more
+than `max_restarts` times within `restart_window_s` is not started again: its shard refuses
+with `WorkerFailed` and `health()` says so.
+
+`stop()` drains: every worker handles what it was given, closes its handler and exits; a worker
+that has not finished within the timeout is terminated (counted).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_for_exits
+from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
+from typing import Any, Literal, Protocol
+
+from collector.consumer import Refused
+
+log = logging.getLogger(__name__)
+
+Signal = Literal["traces", "logs"]
+_STOP = None  # the last item a worker is given
+
+
+class Handler(Protocol):
+    def handle(self, signal: Signal, data: bytes) -> None: ...
+
+    def close(self) -> Any: ...
+
+
+HandlerFactory = Callable[[int], Handler]
+
+
+class WorkerBusy(Refused):
+    """A worker's queue is at its bound: the request is refused whole (retry later)."""
+
+
+class WorkerFailed(Refused):
+    """A worker died too often to be started again; its shard takes nothing more."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    workers: int
+    queue_max_requests: int = 64
+    queue_max_bytes: int = 64 * 1024 * 1024
+    max_restarts: int = 5
+    restart_window_s: float = 60.0
+    stop_timeout_s: float = 30.0
+    start_method: Literal["spawn", "forkserver"] = "spawn"
+    retry_after_s: float = 1.0
+
+    def validate(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
+        if self.queue_max_requests < 1 or self.queue_max_bytes < 1:
+            raise ValueError("worker queue bounds must be at least 1")
+        if self.max_restarts < 0 or self.restart_window_s <= 0:
+            raise ValueError("max_restarts must be ≥ 0 and restart_window_s > 0")
+        if self.start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"start_method must be spawn or forkserver, got {self.start_method}")
+
+
+@dataclass
+class PoolStats:
+    requests_submitted: int = 0
+    requests_refused: int = 0
+    restarts: int = 0
+    replayed_requests: int = 0
+    handler_errors: int = 0
+    terminated_on_stop: int = 0
+
+
+@dataclass
+class _Worker:
+    shard: int
+    generation: int
+    process: BaseProcess
+    inbox: Any  # multiprocessing Queue: (seq, signal, data) items, then _STOP
+    outbox: Any  # multiprocessing Queue: ("done", seq, error) and ("closed", result)
+    pending_requests: int = 0
+    pending_bytes: int = 0
+    # Sizes of the requests given and not yet reported done, by sequence number.
+    sizes: dict[int, int] = field(default_factory=dict)
+    closed: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    failed: bool = False
+    deaths: deque[float] = field(default_factory=deque)
+
+
+def _worker_main(shard: int, factory: HandlerFactory, inbox: Any, outbox: Any) -> None:
+    """A worker process: handle requests in order until told to stop."""
+    handler = factory(shard)
+    while True:
+        item = inbox.get()
+        if item is _STOP:
+            break
+        seq, signal, data = item
+        error = ""
+        try:
+            handler.handle(signal, data)
+        except Exception:
+            error = traceback.format_exc(limit=5)
+        outbox.put(("done", seq, error))
+    outbox.put(("closed", handler.close()))
+    outbox.close()
+    outbox.join_thread()
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        config: PoolConfig,
+        factory: HandlerFactory,
+        on_restart: Callable[[int], Iterable[tuple[Signal, bytes]]] | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.factory = factory
+        self.on_restart = on_restart
+        self.stats = PoolStats()
+        self._context: SpawnContext | ForkServerContext = (
+            multiprocessing.get_context("forkserver")
+            if config.start_method == "forkserver"
+            else multiprocessing.get_context("spawn")
+        )
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._workers: list[_Worker] = []
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            self._workers = [self._spawn(shard, 0) for shard in range(self.config.workers)]
+        self._monitor = threading.Thread(target=self._watch, name="worker-monitor", daemon=True)
+        self._monitor.start()
+
+    def _spawn(self, shard: int, generation: int) -> _Worker:
+        inbox = self._context.Queue()
+        outbox = self._context.Queue()
+        process = self._context.Process(
+            target=_worker_main,
+            args=(shard, self.factory, inbox, outbox),
+            name=f"mast-otel-worker-{shard}",
+            daemon=True,
+        )
+        process.start()
+        worker = _Worker(shard, generation, process, inbox, outbox)
+        threading.Thread(
+            target=self._collect, args=(worker,), name=f"worker-{shard}-results", daemon=True
+        ).start()
+        return worker
+
+    def stop(self) -> dict[int, Any]:
+        """Drain every worker and return what each handler's `close()` returned."""
+        self._stopping.set()
+        with self._lock:
+            workers = list(self._workers)
+            for worker in workers:
+                if not worker.failed:
+                    worker.inbox.put(_STOP)
+        deadline = time.monotonic() + self.config.stop_timeout_s
+        results: dict[int, Any] = {}
+        for worker in workers:
+            if worker.failed:
+                continue
+            if worker.closed.wait(max(0.0, deadline - time.monotonic())):
+                results[worker.shard] = worker.result
+            worker.process.join(max(0.1, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(5)
+                self.stats.terminated_on_stop += 1
+                log.error("worker %d did not drain in time; terminated", worker.shard)
+        if self._monitor is not None:
+            self._monitor.join(5)
+        for worker in workers:
+            if worker.failed or worker.shard not in results:
+                # Nobody reads this queue any more: do not wait to flush it at exit.
+                worker.inbox.cancel_join_thread()
+            worker.inbox.close()
+        return results
+
+    # -- handing requests over --------------------------------------------------------------
+
+    def submit(self, shards: dict[int, bytes], signal: Signal) -> None:
+        """Give each shard its request (a `Routed.shards`), all or none: raises WorkerBusy or
+        WorkerFailed, counted, when any of them cannot take its part now."""
+        retry = self.config.retry_after_s
+        with self._lock:
+            if self._stopping.is_set():
+                raise Refused("the worker pool is stopping", retry)
+            for shard, data in shards.items():
+                worker = self._workers[shard]
+                if worker.failed:
+                    self.stats.requests_refused += 1
+                    raise WorkerFailed(f"worker {shard} failed and is not restarted", retry)
+                if worker.pending_requests and (
+                    worker.pending_requests >= self.config.queue_max_requests
+                    or worker.pending_bytes + len(data) > self.config.queue_max_bytes
+                ):
+                    self.stats.requests_refused += 1
+                    raise WorkerBusy(
+                        f"worker {shard} is behind ({worker.pending_requests} requests, "
+                        f"{worker.pending_bytes} bytes waiting)",
+                        retry,
+                    )
+            for shard, data in shards.items():
+                self._give(self._workers[shard], signal, data)
+            self.stats.requests_submitted += 1
+
+    def _give(self, worker: _Worker, signal: Signal, data: bytes) -> None:
+        """Caller holds the lock."""
+        self._seq += 1
+        worker.sizes[self._seq] = len(data)
+        worker.pending_requests += 1
+        worker.pending_bytes += len(data)
+        worker.inbox.put((self._seq, signal, data))
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether every worker handled all it was given within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(w.pending_requests == 0 or w.failed for w in self._workers):
+                    return True
+            time.sleep(0.01)
+        return False
+
+    # -- results and deaths -----------------------------------------------------------------
+
+    def _collect(self, worker: _Worker) -> None:
+        """Read one worker's reports until it closes or dies."""
+        while True:
+            if not self._stopping.is_set() and not worker.process.is_alive():
+                # Killed: its last report may be cut short, and nothing it reported matters
+                # any more (its replacement starts its own count); reading on could block.
+                return
+            try:
+                message = worker.outbox.get(timeout=0.2)
+            except queue.Empty:
+                if not worker.process.is_alive() and worker.outbox.empty():
+                    return
+                continue
+            except (EOFError, OSError):
+                return
+            if message[0] == "done":
+                _, seq, error = message
+                with self._lock:
+                    size = worker.sizes.pop(seq, None)
+                    if size is not None:
+                        worker.pending_requests -= 1
+                        worker.pending_bytes -= size
+                    if error:
+                        self.stats.handler_errors += 1
+                if error:
+                    log.error("worker %d failed on a request:\n%s", worker.shard, error)
+            elif message[0] == "closed":
+                worker.result = message[1]
+                worker.closed.set()
+                return
+
+    def _watch(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                live = [w for w in self._workers if not w.failed]
+            if not live:
+                return
+            exited = wait_for_exits([w.process.sentinel for w in live], timeout=0.2)
+            if self._stopping.is_set():
+                return
+            for worker in live:
+                if worker.process.sentinel in exited:
+                    self._restart(worker)
+
+    def _restart(self, dead: _Worker) -> None:
+        code = dead.process.exitcode
+        now = time.monotonic()
+        deaths = dead.deaths
+        deaths.append(now)
+        while deaths and deaths[0] < now - self.config.restart_window_s:
+            deaths.popleft()
+        # What was queued for the dead worker is lost with its queue; its feeder must not
+        # hold this process at exit.
+        dead.inbox.cancel_join_thread()
+        dead.inbox.close()
+        if len(deaths) > self.config.max_restarts:
+            log.error(
+                "worker %d died %d times within %.0f s (exit code %s): not restarted",
+                dead.shard,
+                len(deaths),
+                self.config.restart_window_s,
+                code,
+            )
+            with self._lock:
+                dead.failed = True
+            return
+        log.error("worker %d died (exit code %s); starting it again", dead.shard, code)
+        with self._lock:
+            # New requests for this shard wait on the lock until the replay is queued.
+            worker = self._spawn(dead.shard, dead.generation + 1)
+            worker.deaths = deaths
+            self._workers[dead.shard] = worker
+            self.stats.restarts += 1
+            if self.on_restart is not None:
+                for signal, data in self.on_restart(dead.shard):
+                    self._give(worker, signal, data)
+                    self.stats.replayed_requests += 1
+
+    # -- health -----------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        with self._lock:
+            workers = [
+                {
+                    "shard": w.shard,
+                    "pid": w.process.pid,
+                    "alive": w.process.is_alive(),
+                    "failed": w.failed,
+                    "restarts_in_window": len(w.deaths),
+                    "pending_requests": w.pending_requests,
+                    "pending_bytes": w.pending_bytes,
+                }
+                for w in self._workers
+            ]
+        return {"workers": workers, **self.stats.__dict__}
