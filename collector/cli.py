@@ -404,24 +404,17 @@ def cmd_failing(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from collector import run_steps
+
     config = _config(args)
-    timeline = _read(config, lambda store: queries.run_timeline(store, args.trace), None)
+    timeline = _read(config, lambda store: run_steps.run_steps(store, args.trace), None)
     if timeline is None:
         raise ConfigError(f"no spans stored for trace {args.trace}")
     if args.output == "json":
         print(json.dumps(timeline))
         return 0
-    sig = timeline["signature"] or {}
-    print(
-        f"run {timeline['trace_id']}  outcome {sig.get('outcome') or '-'}  "
-        f"modes {', '.join(sig.get('modes', [])) or '-'}"
-    )
-    for span in timeline["spans"]:
-        marks = "".join(f"  <- {f['mode']} {f['message']}" for f in span["findings"])
-        print(
-            f"{span['offset_ms']:>9.0f}ms {span['duration_ms']:>8.0f}ms "
-            f"{'  ' * span['depth']}{span['name']} [{span['status']}]{marks}"
-        )
+    for line in run_steps.render(timeline):
+        print(line)
     return 0
 
 
@@ -698,7 +691,11 @@ def build_parser() -> argparse.ArgumentParser:
     failing.add_argument("--output", choices=["table", "json"], default="table")
     failing.set_defaults(func=cmd_failing)
 
-    run = sub.add_parser("run", help="one run's spans as a timeline, findings at their spans")
+    run = sub.add_parser(
+        "run",
+        help="one run step by step: kind, agent, tool or model, arguments, result, status, "
+        "and the findings at each span",
+    )
     common(run)
     run.add_argument("trace", help="trace id (32 hex)")
     run.add_argument("--output", choices=["table", "json"], default="table")

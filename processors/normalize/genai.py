@@ -376,3 +376,52 @@ def _label_outcome(label: str) -> str:
     if word in _FAILURE_LABELS:
         return "failure"
     return ""
+
+
+# --- message events sent as log records -------------------------------------------------------
+
+# The per-message events an instrumentation sends as log records on the older conventions
+# (opentelemetry-instrumentation-openai-v2 by default): each carries its chat span's trace and
+# span ids, and its body holds what the span event's attributes would.
+MESSAGE_EVENTS = frozenset({*_INPUT_MESSAGE_EVENTS, EVENT_CHOICE})
+
+
+def message_event(record: Any) -> tuple[str, Mapping[str, Any]] | None:
+    """(event name, body fields) of a log record that is a GenAI message event naming its
+    span, or None."""
+    event = values.name(getattr(record, "event_name", ""))
+    if not event:
+        event = values.name(values.mapping(getattr(record, "attributes", None)).get("event.name"))
+    if event not in MESSAGE_EVENTS:
+        return None
+    if not values.name(getattr(record, "trace_id", "")) or not values.name(
+        getattr(record, "span_id", "")
+    ):
+        return None
+    body = values.parse_json(getattr(record, "body", None))
+    if type(body) is dict or isinstance(body, Mapping):
+        return event, body
+    if isinstance(body, str):
+        return event, {BODY_CONTENT: body}
+    return event, {}
+
+
+def apply_message_event(
+    step: Step, event: str, body: Mapping[str, Any], max_text: int = MAX_TEXT
+) -> None:
+    """What one message event says, added to its span's step: input events count as input
+    messages (the last user message is the input text); a choice is the output."""
+    if event in _INPUT_MESSAGE_EVENTS:
+        step.input_messages = (step.input_messages or 0) + 1
+        if _INPUT_MESSAGE_EVENTS[event] == ROLE_USER:
+            text = _event_body_text(body)
+            if text:
+                step.input_text = values.truncate(text, min(max_text, values.INPUT_TEXT_MAX))
+        return
+    text, calls, finish = _outputs({}, [(event, body)], max_text)
+    if text:
+        joined = f"{step.output_text}\n{text}" if step.output_text else text
+        step.output_text = values.truncate(joined, max_text)
+    if calls:
+        step.tool_calls = (*step.tool_calls, *calls)
+    step.finish_reason = step.finish_reason or finish
