@@ -326,7 +326,8 @@ class WindowStats:
     outcomes_after_close: int = 0
     steps_trimmed: int = 0
     pending_overflow: int = 0
-    # Steps released without waiting longer for an ancestor that may name their agent.
+    # Times a run's steps were released without waiting longer for an ancestor span that may
+    # name their agent (it did not come within `agent_wait_s`).
     agent_wait_expired: int = 0
     # Message events joined to their span's step, and those that came too late or found none.
     events_joined: int = 0
@@ -461,6 +462,7 @@ class RunWindows:
                     del self._holding[trace_id]
                     held = self._runs.get(trace_id)
                     if held is not None:
+                        self.stats.agent_wait_expired += 1
                         out.findings.extend(self._release(held, horizon, None))
         while self._close_due and self._close_due[0][0] <= now:
             _, trace_id = heapq.heappop(self._close_due)
@@ -565,13 +567,11 @@ class RunWindows:
         if now is not None and ready:
             ancestry = run.ancestry
             for i, (arrived, step) in enumerate(ready):
-                if not step.agent and ancestry.missing_parent(step):
-                    if arrived + self.config.agent_wait_s > now:
-                        run.pending = ready[i:] + run.pending
-                        ready = ready[:i]
-                        self._holding[run.trace_id] = arrived + self.config.agent_wait_s
-                        break
-                    self.stats.agent_wait_expired += 1
+                if ancestry.worth_waiting(step) and arrived + self.config.agent_wait_s > now:
+                    run.pending = ready[i:] + run.pending
+                    ready = ready[:i]
+                    self._holding[run.trace_id] = arrived + self.config.agent_wait_s
+                    break
         self._pending.pop(run.trace_id, None)
         if run.pending and run.trace_id not in self._holding:
             self._pending[run.trace_id] = min(p[0] for p in run.pending)

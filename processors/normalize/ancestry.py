@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from processors.model import Step
 
+# Dialects that name the agent on agent spans only, never on their model and tool spans: their
+# steps are worth waiting for an ancestor (other dialects' steps usually name their agent, and
+# are resolved from whatever ancestors have arrived when they are released).
+AGENT_ON_ANCESTORS_ONLY = frozenset({"openinference"})
+
 # Parent links followed at most, against cycles and runaway depth.
 MAX_DEPTH = 64
 
@@ -52,6 +57,15 @@ class Ancestry:
                 return ""
             span = parent
         return ""
+
+    def worth_waiting(self, step: Step) -> bool:
+        """Whether the step has no agent, comes from a dialect that names agents on ancestor
+        spans only, and its chain of ancestors reaches a span not seen yet."""
+        return (
+            not step.agent
+            and step.dialect in AGENT_ON_ANCESTORS_ONLY
+            and self.missing_parent(step)
+        )
 
     def missing_parent(self, step: Step) -> bool:
         """Whether the step's chain of ancestors reaches a span not seen yet."""

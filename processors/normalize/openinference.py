@@ -9,6 +9,7 @@ python/openinference-semantic-conventions/src/openinference/semconv/trace/__init
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,6 +63,7 @@ PROMPT_TEXT = "prompt.text"
 COMPLETION_TEXT = "completion.text"
 
 ROLE_USER = "user"
+_HANDOFF_SPAN = re.compile(r"^handoff\s+to\s+\S", re.IGNORECASE)
 _TEXT_CONTENT_TYPES = frozenset({"text", "reasoning"})
 
 KINDS = {
@@ -107,6 +109,13 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
 
     input_value = values.to_str(attrs.get(INPUT_VALUE))
     output_value = values.to_str(attrs.get(OUTPUT_VALUE))
+
+    if kind is StepKind.TOOL and not attrs.get(TOOL_NAME) and _HANDOFF_SPAN.match(step.name):
+        # The Agents SDK's hand-off: a TOOL span `handoff to <agent>` (no tool name) whose
+        # input is the sender and output the receiver; `mark_handoff` makes it a HANDOFF.
+        step.agent = values.name(input_value)
+        step.target_agent = values.name(output_value)
+        return step
 
     if kind is StepKind.TOOL:
         step.tool_name = values.name(attrs.get(TOOL_NAME))
