@@ -62,9 +62,7 @@ class Ancestry:
         """Whether the step has no agent, comes from a dialect that names agents on ancestor
         spans only, and its chain of ancestors reaches a span not seen yet."""
         return (
-            not step.agent
-            and step.dialect in AGENT_ON_ANCESTORS_ONLY
-            and self.missing_parent(step)
+            not step.agent and step.dialect in AGENT_ON_ANCESTORS_ONLY and self.missing_parent(step)
         )
 
     def missing_parent(self, step: Step) -> bool:

@@ -50,10 +50,15 @@ def main() -> None:
         return cluster.restart_deployment(deployment, namespace)
 
     tools = [get_pod_status, get_logs, apply_manifest, restart_deployment]
-    sre = Agent(name="sre-agent", instructions="You fix the shop namespace.", tools=tools,
-                model="gpt-4o-mini")
-    fixer = Agent(name="fixer", instructions="You fix what triage found.", tools=tools,
-                  model="gpt-4o-mini")
+    sre = Agent(
+        name="sre-agent",
+        instructions="You fix the shop namespace.",
+        tools=tools,
+        model="gpt-4o-mini",
+    )
+    fixer = Agent(
+        name="fixer", instructions="You fix what triage found.", tools=tools, model="gpt-4o-mini"
+    )
     triage = Agent(
         name="triage",
         instructions="Find the cause, then hand off to the fixer.",
@@ -62,7 +67,8 @@ def main() -> None:
         model="gpt-4o-mini",
     )
     runs: dict[str, list[str]] = {}
-    for scenario, agent in [*((s, sre) for s in SINGLE_AGENT), (handoff("transfer_to_fixer"), triage)]:
+    plan = [*((s, sre) for s in SINGLE_AGENT), (handoff("transfer_to_fixer"), triage)]
+    for scenario, agent in plan:
         server.play(list(scenario.turns))
         cluster.__init__()  # type: ignore[misc]
         with recorder.scenario(runs, scenario.name):
