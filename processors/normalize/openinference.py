@@ -121,8 +121,12 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         step.tool_name = values.name(attrs.get(TOOL_NAME))
         step.tool_call_id = values.first_name(attrs, TOOL_CALL_ID, TOOL_ID)
         arguments = input_value or values.render(attrs.get(TOOL_PARAMETERS))
-        step.tool_arguments = values.truncate(arguments, max_text)
-        step.tool_result = values.truncate(output_value, max_text)
+        # smolagents: `{"args": [], "kwargs": {...}}`; LangGraph: the whole ToolMessage as
+        # the output (its per-call id must not make equal results differ).
+        step.tool_arguments = values.truncate(values.call_arguments(arguments), max_text)
+        result, call_id = values.tool_message_content(output_value)
+        step.tool_call_id = step.tool_call_id or call_id
+        step.tool_result = values.truncate(result, max_text)
         return step
 
     if kind is StepKind.LLM:
