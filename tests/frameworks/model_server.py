@@ -2,7 +2,7 @@
 and the Responses API.
 
 The test sets a script per run: the model turns in order, each a list of tool calls or the
-final answer. Which turn a request gets is the number of tool results in its conversation, so
+final answer. Which turn a request gets is the number of tool results (or model turns) in its conversation, so
 the server keeps no per-conversation state and any framework's retries or extra requests (a
 hand-off carries the history along) land on the same turn.
 """
@@ -42,7 +42,11 @@ class Script:
 
 
 def _chat_tool_results(body: dict[str, Any]) -> int:
-    return sum(1 for m in body.get("messages") or [] if m.get("role") in ("tool", "function"))
+    """Tool results so far; frameworks that send them back as user messages (smolagents'
+    "Observation:") are counted by the model turns before them."""
+    messages = body.get("messages") or []
+    results = sum(1 for m in messages if m.get("role") in ("tool", "function"))
+    return max(results, sum(1 for m in messages if m.get("role") == "assistant"))
 
 
 def _responses_tool_results(body: dict[str, Any]) -> int:
