@@ -2,9 +2,9 @@
 and the Responses API.
 
 The test sets a script per run: the model turns in order, each a list of tool calls or the
-final answer. Which turn a request gets is the number of tool results (or model turns) in its conversation, so
-the server keeps no per-conversation state and any framework's retries or extra requests (a
-hand-off carries the history along) land on the same turn.
+final answer. Which turn a request gets is the number of tool results (or model turns) in its
+conversation, so the server keeps no per-conversation state and any framework's retries or
+extra requests (a hand-off carries the history along) land on the same turn.
 """
 
 from __future__ import annotations
