@@ -4,7 +4,9 @@ migrate, backfill, outcome."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import logging
 import re
 import signal
@@ -247,9 +249,50 @@ def cmd_health(args: argparse.Namespace) -> int:
     if status != 200:
         print(f"mast-otel: {url} answered {status}", file=sys.stderr)
         return 1
+    text = body.decode("utf-8", "replace")
     if args.verbose_body:
-        print(body.decode("utf-8", "replace"))
+        print(text)
+        return 0
+    print(f"ok: {url} answered 200")
+    for line in _health_summary(text):
+        print(f"  {line}")
     return 0
+
+
+def _health_summary(text: str) -> list[str]:
+    """What a health answer says, in a few lines: queue, runs, spans, store, refusals."""
+    try:
+        state = json.loads(text)
+    except ValueError:
+        return [text.strip()[:200]] if text.strip() else []
+    if not isinstance(state, dict):
+        return [str(state)[:200]]
+
+    def get(*path: str) -> Any:
+        node: Any = state
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    pipeline = get("pipeline") or {}
+    windows = get("windows") or {}
+    store = get("store") or {}
+    lines = [
+        f"queue: {get('queue_items')} of {get('queue_max_items')} items, "
+        f"{get('queue_bytes')} of {get('queue_max_bytes')} bytes",
+        f"runs: {get('active_runs')} open, {windows.get('runs_opened')} opened, "
+        f"closed {windows.get('runs_closed') or {}}",
+        f"received: {pipeline.get('spans_received')} spans "
+        f"({pipeline.get('spans_unrecognised')} of no known dialect), "
+        f"{pipeline.get('logs_received')} log records",
+        f"store: {store.get('buffered_rows')} rows buffered, "
+        f"{store.get('write_errors')} write errors, written {store.get('rows_written') or {}}",
+        f"durability: {get('durability', 'mode')}",
+    ]
+    refused = {k: v for k, v in pipeline.items() if "refused" in k and v}
+    if refused:
+        lines.append(f"refused: {refused}")
+    return [line for line in lines if "None of None" not in line]
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -649,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--endpoint", help="HOST:PORT of the OTLP/HTTP receiver")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
     health.add_argument(
-        "--print", dest="verbose_body", action="store_true", help="print the counters"
+        "--print", dest="verbose_body", action="store_true", help="print the whole health answer (JSON)"
     )
     health.set_defaults(func=cmd_health)
 
@@ -735,11 +778,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, StoreError, queries.QueryError, OtlpDecodeError) as exc:
         print(f"mast-otel: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`mast-otel findings | head`): stop quietly, and keep Python
+        # from complaining when it flushes stdout at exit.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:
         print(f"mast-otel: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.frameworks.harness import Collector, check_scenario, run_cli
+import subprocess
+
+from tests.frameworks.harness import CLI, Collector, _env, check_scenario, run_cli
 from tests.frameworks.scenarios import CLEAN, SINGLE_AGENT
 
 MODES = {"span": "http", "events": "grpc"}
@@ -22,16 +24,17 @@ def collected(tmp_path_factory):
             content: collector.run_agent("openai_v2", transport, MAST_TEST_CONTENT=content)
             for content, transport in MODES.items()
         }
+        health = run_cli(None, "health", "--endpoint", f"127.0.0.1:{collector.http_port}")
     finally:
         collector.stop()
     ids = [t for by_scenario in runs.values() for ts in by_scenario.values() for t in ts]
-    return data_dir, runs, collector.read(ids)
+    return data_dir, runs, collector.read(ids), health
 
 
 @pytest.mark.parametrize("content", list(MODES))
 @pytest.mark.parametrize("scenario", SINGLE_AGENT, ids=lambda s: s.name)
 def test_each_scenario_is_read_right(collected, content, scenario):
-    _, runs, stored = collected
+    _, runs, stored, _ = collected
     trace_ids = runs[content][scenario.name]
     assert len(trace_ids) == 1
     check_scenario(stored, trace_ids, scenario, ("sre-agent",))
@@ -47,7 +50,7 @@ def test_each_scenario_is_read_right(collected, content, scenario):
 
 
 def test_run_command_shows_each_step_and_the_findings(collected):
-    data_dir, runs, _ = collected
+    data_dir, runs, _, _ = collected
     clean = run_cli(data_dir, "run", runs["events"][CLEAN.name][0])
     assert clean.returncode == 0, clean.stderr
     lines = clean.stdout.splitlines()
@@ -58,3 +61,28 @@ def test_run_command_shows_each_step_and_the_findings(collected):
     claimed = run_cli(data_dir, "run", runs["events"]["claimed_despite_failure"][0])
     marks = [x.strip() for x in claimed.stdout.splitlines() if x.strip().startswith("^")]
     assert len(marks) == 1 and marks[0].startswith("^ FM-3.3")
+
+
+def test_health_prints_what_it_checked(collected):
+    *_, health = collected
+    assert health.returncode == 0, health.stderr
+    lines = health.stdout.splitlines()
+    assert lines[0].startswith("ok: http://127.0.0.1:") and lines[0].endswith("/healthz answered 200")
+    said = "\n".join(lines)
+    assert "queue: 0 of" in said and "received:" in said and "log records" in said
+    assert "store:" in said
+
+
+def test_a_closed_pipe_ends_quietly(collected):
+    data_dir, *_ = collected
+    # The reader is gone before the command writes a line (`mast-otel findings | head -0`).
+    proc = subprocess.Popen(
+        [*CLI, "findings", "--data-dir", str(data_dir), "--output", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and err == b"", err.decode()

@@ -146,9 +146,10 @@ class Collector:
         return Stored(findings, signatures, timelines)
 
 
-def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(data_dir: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
+    store = ["--data-dir", str(data_dir)] if data_dir is not None else []
     return subprocess.run(
-        [*CLI, *args, "--data-dir", str(data_dir)],
+        [*CLI, *args, *store],
         capture_output=True,
         text=True,
         timeout=120,
