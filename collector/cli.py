@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import logging
+import os
 import re
 import signal
 import sys
@@ -692,7 +692,10 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--endpoint", help="HOST:PORT of the OTLP/HTTP receiver")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
     health.add_argument(
-        "--print", dest="verbose_body", action="store_true", help="print the whole health answer (JSON)"
+        "--print",
+        dest="verbose_body",
+        action="store_true",
+        help="print the whole health answer (JSON)",
     )
     health.set_defaults(func=cmd_health)
 

@@ -5,9 +5,9 @@ default conventions, over gRPC), sent to a running `mast-otel serve`."""
 
 from __future__ import annotations
 
-import pytest
-
 import subprocess
+
+import pytest
 
 from tests.frameworks.harness import CLI, Collector, _env, check_scenario, run_cli
 from tests.frameworks.scenarios import CLEAN, SINGLE_AGENT
@@ -67,7 +67,8 @@ def test_health_prints_what_it_checked(collected):
     *_, health = collected
     assert health.returncode == 0, health.stderr
     lines = health.stdout.splitlines()
-    assert lines[0].startswith("ok: http://127.0.0.1:") and lines[0].endswith("/healthz answered 200")
+    assert lines[0].startswith("ok: http://127.0.0.1:")
+    assert lines[0].endswith("/healthz answered 200")
     said = "\n".join(lines)
     assert "queue: 0 of" in said and "received:" in said and "log records" in said
     assert "store:" in said

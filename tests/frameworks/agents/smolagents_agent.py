@@ -73,8 +73,10 @@ def main() -> None:
     runs: dict[str, list[str]] = {}
     for scenario in SINGLE_AGENT:
         # smolagents answers through its `final_answer` tool.
-        turns = [t if t.calls else Turn((Call("final_answer", {"answer": t.answer}),))
-                 for t in scenario.turns]
+        turns = [
+            t if t.calls else Turn((Call("final_answer", {"answer": t.answer}),))
+            for t in scenario.turns
+        ]
         server.play(turns)
         cluster.__init__()  # type: ignore[misc]
         with recorder.scenario(runs, scenario.name):

@@ -11,8 +11,8 @@ import os
 os.environ["TRACELOOP_TELEMETRY"] = "false"
 os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
 
-from tests.frameworks import agent_side  # noqa: E402
-from tests.frameworks.scenarios import SINGLE_AGENT, TASK, TOOL_DOCS, Cluster  # noqa: E402
+from tests.frameworks import agent_side
+from tests.frameworks.scenarios import SINGLE_AGENT, TASK, TOOL_DOCS, Cluster
 
 SERVICE = "sre-traceloop"
 AGENT = "sre-agent"
