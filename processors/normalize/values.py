@@ -568,3 +568,15 @@ def tool_message_content(text: str) -> tuple[str, str]:
     if not isinstance(data, dict) or "content" not in data:
         return text, ""
     return content_text(data["content"]), name(data.get("tool_call_id"))
+
+
+def unquote_json_string(text: str) -> str:
+    """A value serialized as a JSON string (`"\\"ok\\""`, as OpenLLMetry writes a function's
+    return value) as the string itself; anything else unchanged."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, str) else text
