@@ -29,6 +29,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Agent processes reach nothing but loopback: any other HTTP(S) goes to a closed port.
+NO_NETWORK = {
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+}
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = str(ROOT)
@@ -104,7 +115,10 @@ class Collector:
             text=True,
             timeout=300,
             env=_env(
-                MAST_TEST_TRANSPORT=transport, MAST_TEST_ENDPOINT=self.endpoint(transport), **env
+                MAST_TEST_TRANSPORT=transport,
+                MAST_TEST_ENDPOINT=self.endpoint(transport),
+                **NO_NETWORK,
+                **env,
             ),
             cwd=ROOT,
             check=False,
