@@ -17,7 +17,6 @@ from tests.frameworks.model_server import ModelServer
 # model hubs are off; the only model is the scripted server below.
 OFFLINE_ENV = {
     "OPENAI_API_KEY": "sk-scripted",
-    "OPENAI_AGENTS_DISABLE_TRACING": "0",
     "LANGCHAIN_TRACING_V2": "false",
     "LANGSMITH_TRACING": "false",
     "LANGCHAIN_CALLBACKS_BACKGROUND": "false",
@@ -28,7 +27,6 @@ OFFLINE_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "SMOLAGENTS_DISABLE_TELEMETRY": "1",
     "DO_NOT_TRACK": "1",
-    "TIKTOKEN_CACHE_DIR": "",
     "NO_PROXY": "127.0.0.1,localhost",
 }
 for _key, _value in OFFLINE_ENV.items():
