@@ -4,8 +4,10 @@ run, migrate, backfill, outcome."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -248,9 +250,50 @@ def cmd_health(args: argparse.Namespace) -> int:
     if status != 200:
         print(f"mast-otel: {url} answered {status}", file=sys.stderr)
         return 1
+    text = body.decode("utf-8", "replace")
     if args.verbose_body:
-        print(body.decode("utf-8", "replace"))
+        print(text)
+        return 0
+    print(f"ok: {url} answered 200")
+    for line in _health_summary(text):
+        print(f"  {line}")
     return 0
+
+
+def _health_summary(text: str) -> list[str]:
+    """What a health answer says, in a few lines: queue, runs, spans, store, refusals."""
+    try:
+        state = json.loads(text)
+    except ValueError:
+        return [text.strip()[:200]] if text.strip() else []
+    if not isinstance(state, dict):
+        return [str(state)[:200]]
+
+    def get(*path: str) -> Any:
+        node: Any = state
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    pipeline = get("pipeline") or {}
+    windows = get("windows") or {}
+    store = get("store") or {}
+    lines = [
+        f"queue: {get('queue_items')} of {get('queue_max_items')} items, "
+        f"{get('queue_bytes')} of {get('queue_max_bytes')} bytes",
+        f"runs: {get('active_runs')} open, {windows.get('runs_opened')} opened, "
+        f"closed {windows.get('runs_closed') or {}}",
+        f"received: {pipeline.get('spans_received')} spans "
+        f"({pipeline.get('spans_unrecognised')} of no known dialect), "
+        f"{pipeline.get('logs_received')} log records",
+        f"store: {store.get('buffered_rows')} rows buffered, "
+        f"{store.get('write_errors')} write errors, written {store.get('rows_written') or {}}",
+        f"durability: {get('durability', 'mode')}",
+    ]
+    refused = {k: v for k, v in pipeline.items() if "refused" in k and v}
+    if refused:
+        lines.append(f"refused: {refused}")
+    return [line for line in lines if "None of None" not in line]
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -427,24 +470,17 @@ def cmd_failing(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from collector import run_steps
+
     config = _config(args)
-    timeline = _read(config, lambda store: queries.run_timeline(store, args.trace), None)
+    timeline = _read(config, lambda store: run_steps.run_steps(store, args.trace), None)
     if timeline is None:
         raise ConfigError(f"no spans stored for trace {args.trace}")
     if args.output == "json":
         print(json.dumps(timeline))
         return 0
-    sig = timeline["signature"] or {}
-    print(
-        f"run {timeline['trace_id']}  outcome {sig.get('outcome') or '-'}  "
-        f"modes {', '.join(sig.get('modes', [])) or '-'}"
-    )
-    for span in timeline["spans"]:
-        marks = "".join(f"  <- {f['mode']} {f['message']}" for f in span["findings"])
-        print(
-            f"{span['offset_ms']:>9.0f}ms {span['duration_ms']:>8.0f}ms "
-            f"{'  ' * span['depth']}{span['name']} [{span['status']}]{marks}"
-        )
+    for line in run_steps.render(timeline):
+        print(line)
     return 0
 
 
@@ -679,7 +715,10 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--endpoint", help="HOST:PORT of the OTLP/HTTP receiver")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
     health.add_argument(
-        "--print", dest="verbose_body", action="store_true", help="print the counters"
+        "--print",
+        dest="verbose_body",
+        action="store_true",
+        help="print the whole health answer (JSON)",
     )
     health.set_defaults(func=cmd_health)
 
@@ -737,7 +776,11 @@ def build_parser() -> argparse.ArgumentParser:
     failing.add_argument("--output", choices=["table", "json"], default="table")
     failing.set_defaults(func=cmd_failing)
 
-    run = sub.add_parser("run", help="one run's spans as a timeline, findings at their spans")
+    run = sub.add_parser(
+        "run",
+        help="one run step by step: kind, agent, tool or model, arguments, result, status, "
+        "and the findings at each span",
+    )
     common(run)
     run.add_argument("trace", help="trace id (32 hex)")
     run.add_argument("--output", choices=["table", "json"], default="table")
@@ -783,11 +826,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as exc:
         print(f"mast-otel: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`mast-otel findings | head`): stop quietly, and keep Python
+        # from complaining when it flushes stdout at exit.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:
         print(f"mast-otel: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

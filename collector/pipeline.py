@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from collector.config import Config
@@ -47,7 +48,7 @@ from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory
 from processors.limits import RecordLimits
 from processors.model import Finding, Step, StepKind, StepStatus
-from processors.normalize import normalize_log, normalize_span
+from processors.normalize import genai, normalize_log, normalize_span
 from processors.records import LogRecord, SpanRecord
 from processors.redact import Redactor
 from processors.window import RunWindows, WindowOutput
@@ -581,6 +582,20 @@ class Pipeline:
                 self.limits.log(record)
                 self.redactor.log(record, scan)
                 redacted = _cpu()
+                message = genai.message_event(record)
+                if message is not None:
+                    # A message event of a chat span: joined to that span's step.
+                    event, body = message
+                    self.windows.join_events(
+                        record.trace_id,
+                        record.span_id,
+                        partial(
+                            genai.apply_message_event, event=event, body=body, max_text=max_text
+                        ),
+                    )
+                    stages["redact"] += redacted - started
+                    stages["normalize"] += _cpu() - redacted
+                    continue
                 step = normalize_log(record, max_text=max_text)
                 normalized = _cpu()
                 stages["redact"] += redacted - started
@@ -783,6 +798,10 @@ class Pipeline:
                 "outcomes_after_close": w.outcomes_after_close,
                 "steps_trimmed": w.steps_trimmed,
                 "pending_overflow": w.pending_overflow,
+                "agent_wait_expired": w.agent_wait_expired,
+                "events_joined": w.events_joined,
+                "events_after_step": w.events_after_step,
+                "events_dropped": w.events_dropped,
             },
             "limits": dict(self.limits.stats),
             "redaction": dict(self.redactor.stats),

@@ -170,13 +170,25 @@ class ActionClassifier:
 
     def _targets(self, parsed: object, arguments: str) -> frozenset[str]:
         targets: set[str] = set()
-        if isinstance(parsed, dict):
+        # A Kubernetes manifest names its target in `kind` / `metadata`; its `apiVersion`
+        # (`apps/v1`) looks like a `kind/name` reference and names nothing.
+        manifests = _manifests(parsed if parsed is not None else arguments)
+        for document in manifests:
+            metadata = document.get("metadata")
+            if isinstance(metadata, dict):
+                for key in ("name", "namespace"):
+                    value = metadata.get(key)
+                    if isinstance(value, str) and value.strip():
+                        targets.add(value.strip().lower())
+        if isinstance(parsed, dict) and not (manifests and manifests[0] is parsed):
             for key, value in parsed.items():
                 if str(key).lower() in self._target_keys and isinstance(value, str | int):
                     name = str(value).strip().lower()
                     if name:
                         targets.add(name.rsplit("/", 1)[-1] if "/" in name else name)
         text = _command_text(parsed) if parsed is not None else arguments
+        if manifests:
+            text = _API_VERSION_LINE.sub("", text)
         for _, name in _KUBE_REF.findall(text):
             targets.add(name.lower())
         for name in _KUBE_VERB_TARGET.findall(text):
@@ -217,6 +229,52 @@ class ActionClassifier:
         return value
 
 
+_API_VERSION_LINE = re.compile(r'"?apiVersion"?\s*:\s*"?[\w./-]+"?', re.IGNORECASE)
+_MANIFEST_START = re.compile(r"^(?:---\s*\n)?\s*(?:apiVersion|kind)\s*:", re.MULTILINE)
+_HEREDOC_END = re.compile(r"^\s*EOF\s*$", re.MULTILINE)
+# A manifest of more documents than this is read for its first ones only.
+MAX_MANIFEST_DOCUMENTS = 32
+
+
+def _manifests(value: object) -> list[dict[str, object]]:
+    """Kubernetes objects (`kind` and `metadata`) among the arguments: the parsed arguments
+    themselves, or a string argument holding YAML or JSON documents."""
+    if isinstance(value, dict):
+        if "kind" in value and isinstance(value.get("metadata"), dict):
+            return [value]
+        found: list[dict[str, object]] = []
+        for item in value.values():
+            found.extend(_manifests(item))
+        return found
+    if isinstance(value, list):
+        return [m for item in value for m in _manifests(item)]
+    if not isinstance(value, str) or "apiVersion" not in value or "kind" not in value:
+        return []
+    import yaml
+
+    documents: list[dict[str, object]] = []
+    start = _MANIFEST_START.search(value)
+    if start is None:
+        return documents
+    # A manifest inside a command (`kubectl apply -f - <<EOF ... EOF`): its YAML part.
+    text = value[start.start() :]
+    end = _HEREDOC_END.search(text)
+    if end is not None:
+        text = text[: end.start()]
+    try:
+        for i, document in enumerate(yaml.safe_load_all(text)):
+            if i >= MAX_MANIFEST_DOCUMENTS:
+                break
+            if isinstance(document, dict) and "kind" in document:
+                if isinstance(document.get("metadata"), dict):
+                    documents.append(document)
+                elif document.get("kind") == "List" and isinstance(document.get("items"), list):
+                    documents.extend(_manifests(document["items"]))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return documents
+    return documents
+
+
 def _parse_json(text: str) -> object | None:
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
@@ -230,7 +288,8 @@ def _parse_json(text: str) -> object | None:
 def _command_text(parsed: object) -> str:
     """The string values of parsed arguments, joined: where a command line would be."""
     if isinstance(parsed, dict):
-        return "\n".join(_command_text(v) for v in parsed.values())
+        # A manifest's `apiVersion` (`apps/v1`) is no command and names no resource.
+        return "\n".join(_command_text(v) for k, v in parsed.items() if k != "apiVersion")
     if isinstance(parsed, list):
         return " ".join(_command_text(v) for v in parsed)
     if isinstance(parsed, str):

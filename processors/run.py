@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from processors import conventions
 from processors.model import Finding, RunSignature, Step, StepKind, StepRef
+from processors.normalize.ancestry import Ancestry
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
@@ -79,6 +80,8 @@ class Run:
     models: Counter[str] = field(init=False, default_factory=Counter)
     agents: Counter[str] = field(init=False, default_factory=Counter)
     services: Counter[str] = field(init=False, default_factory=Counter)
+    # Which agent each span belongs to (by its nearest agent ancestor), as spans arrive.
+    ancestry: Ancestry = field(init=False, default_factory=Ancestry)
     conversation_id: str = field(init=False, default="")
     acting_agent: str = field(init=False, default="")
     expected_agent: str = field(init=False, default="")

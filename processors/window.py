@@ -46,6 +46,11 @@ class WindowConfig:
     max_pending_steps_per_run: int = 4_096
     # Closed runs remembered so that their late spans are recognised, not opened as new runs.
     closed_runs_remembered: int = 100_000
+    # How long steps wait for an ancestor span that may name their agent (spans are exported
+    # when they end, so an agent span arrives after its model and tool spans).
+    agent_wait_s: float = 5.0
+    # Message events sent as log records before their span arrived, kept for that many spans.
+    max_early_events: int = 10_000
 
     def validate(self) -> None:
         for name in (
@@ -54,11 +59,14 @@ class WindowConfig:
             "max_steps_per_run",
             "max_pending_steps_per_run",
             "closed_runs_remembered",
+            "max_early_events",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"windows.{name} must be greater than 0")
         if self.grace_s < 0:
             raise ValueError("windows.grace_s must not be negative")
+        if self.agent_wait_s < 0:
+            raise ValueError("windows.agent_wait_s must not be negative")
 
 
 # Opens the per-run state of every enabled detector.
@@ -95,6 +103,13 @@ class WindowStats:
     outcomes_after_close: int = 0
     steps_trimmed: int = 0
     pending_overflow: int = 0
+    # Times a run's steps were released without waiting longer for an ancestor span that may
+    # name their agent (it did not come within `agent_wait_s`).
+    agent_wait_expired: int = 0
+    # Message events joined to their span's step, and those that came too late or found none.
+    events_joined: int = 0
+    events_after_step: int = 0
+    events_dropped: int = 0
 
 
 @dataclass
@@ -127,6 +142,12 @@ class RunWindows:
         self._pending: OrderedDict[str, float] = OrderedDict()
         self._close_due: list[tuple[float, str]] = []
         self._closed: OrderedDict[str, None] = OrderedDict()
+        # Runs whose next steps wait for an ancestor span, by when they stop waiting.
+        self._holding: dict[str, float] = {}
+        # Message events (log records) that arrived before their span: (trace, span) → joins.
+        self._early_events: OrderedDict[tuple[str, str], list[Callable[[Step], None]]] = (
+            OrderedDict()
+        )
         # Dispatch plans by the detectors' classes (the same for every run of one factory).
         self._plans: dict[tuple[type, ...], tuple[DispatchPlan, tuple[int, ...]]] = {}
         self.stats = WindowStats()
@@ -171,6 +192,16 @@ class RunWindows:
             return out
         run.span_ids.add(step.span_id)
         run.last_seen = now
+        if self._early_events:
+            for join in self._early_events.pop((trace_id, step.span_id), ()):
+                join(step)
+                self.stats.events_joined += 1
+        run.ancestry.add(step)
+        if trace_id in self._holding:
+            # A span some steps may be waiting for: look again once its grace has passed.
+            del self._holding[trace_id]
+            self._pending.pop(trace_id, None)
+            self._pending[trace_id] = now
         is_root = not step.parent_span_id
         if step.run_attributes:
             # The root span's attributes win over the same attribute on a child.
@@ -184,7 +215,7 @@ class RunWindows:
             self._schedule_close(run, now + self.config.grace_s, "root_ended")
         if step.run_attributes.get(conventions.RUN_END) is True:
             self._schedule_close(run, now + self.config.grace_s, "explicit_end")
-        if not run.pending:
+        if not run.pending and trace_id not in self._pending:
             self._pending[trace_id] = now
         run.pending.append((now, step))
         if len(run.pending) > self.config.max_pending_steps_per_run:
@@ -201,7 +232,15 @@ class RunWindows:
             if first_arrival > horizon:
                 break
             run = self._runs[trace_id]
-            out.findings.extend(self._release(run, horizon))
+            out.findings.extend(self._release(run, horizon, now))
+        if self._holding:
+            for trace_id, until in list(self._holding.items()):
+                if until <= now:
+                    del self._holding[trace_id]
+                    held = self._runs.get(trace_id)
+                    if held is not None:
+                        self.stats.agent_wait_expired += 1
+                        out.findings.extend(self._release(held, horizon, None))
         while self._close_due and self._close_due[0][0] <= now:
             _, trace_id = heapq.heappop(self._close_due)
             due = self._runs.get(trace_id)
@@ -266,24 +305,59 @@ class RunWindows:
             run.closed_by = reason
             heapq.heappush(self._close_due, (at, run.trace_id))
 
-    def _release(self, run: Run, horizon: float | None) -> list[Finding]:
+    def join_events(self, trace_id: str, span_id: str, join: Callable[[Step], None]) -> None:
+        """Apply what a message event (a log record naming its span) says to that span's step:
+        now if the step is waiting, when it arrives if it has not yet."""
+        run = self._runs.get(trace_id)
+        if run is not None and span_id in run.span_ids:
+            for _, step in run.pending:
+                if step.span_id == span_id:
+                    join(step)
+                    self.stats.events_joined += 1
+                    return
+            self.stats.events_after_step += 1
+            return
+        if trace_id in self._closed:
+            self.stats.events_after_step += 1
+            return
+        key = (trace_id, span_id)
+        joins = self._early_events.get(key)
+        if joins is None:
+            if len(self._early_events) >= self.config.max_early_events:
+                _, dropped = self._early_events.popitem(last=False)
+                self.stats.events_dropped += len(dropped)
+            joins = self._early_events[key] = []
+        joins.append(join)
+
+    def _release(self, run: Run, horizon: float | None, now: float | None = None) -> list[Finding]:
         """Hand waiting steps to the detectors in start order: those that arrived by
-        `horizon`, or all of them when `horizon` is None."""
+        `horizon`, or all of them when `horizon` is None. With `now`, steps whose agent may
+        be named by an ancestor span not yet arrived wait for it (up to `agent_wait_s`),
+        and the steps after them in start order with them."""
         if horizon is None:
             ready, run.pending = run.pending, []
         else:
             ready = [p for p in run.pending if p[0] <= horizon]
             run.pending = [p for p in run.pending if p[0] > horizon]
-        if run.pending:
-            self._pending.pop(run.trace_id, None)
-            self._pending[run.trace_id] = run.pending[0][0]
-        else:
-            self._pending.pop(run.trace_id, None)
         if len(ready) > 1:
             ready.sort(key=_start_order)
+        if now is not None and ready:
+            ancestry = run.ancestry
+            for i, (arrived, step) in enumerate(ready):
+                if ancestry.worth_waiting(step) and arrived + self.config.agent_wait_s > now:
+                    run.pending = ready[i:] + run.pending
+                    ready = ready[:i]
+                    self._holding[run.trace_id] = arrived + self.config.agent_wait_s
+                    break
+        self._pending.pop(run.trace_id, None)
+        if run.pending and run.trace_id not in self._holding:
+            self._pending[run.trace_id] = min(p[0] for p in run.pending)
         findings: list[Finding] = []
         window, detectors, plan, stats = run.window, run.detectors, run.plan, self.stats
+        ancestry = run.ancestry
         for _, step in ready:
+            if not step.agent:
+                ancestry.fill(step)
             if window:
                 if step.start_ns < window[-1].start_ns:
                     stats.steps_late += 1
@@ -320,6 +394,7 @@ class RunWindows:
             if self.keep_transcripts:
                 out.transcripts.append(Transcript(run.trace_id, tuple(run.window)))
         self._runs.pop(run.trace_id, None)
+        self._holding.pop(run.trace_id, None)
         self._closed[run.trace_id] = None
         if len(self._closed) > self.config.closed_runs_remembered:
             self._closed.popitem(last=False)

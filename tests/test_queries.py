@@ -129,7 +129,9 @@ def test_commands_failing_run_outcome_and_migrate(data_dir, capsys):
     assert rows[0]["mode"] == "FM-3.3" and rows[0]["fatal"] == 1
     assert main(["run", "--data-dir", d, trace_id(1)]) == 0
     out = capsys.readouterr().out
-    assert "step-2 [Ok]  <- FM-3.2" in out and "outcome failure" in out
+    # Spans of no known dialect are listed as not read, with the findings at them.
+    assert "Ok         step-2 (not read)\n            ^ FM-3.2 FM-3.2 at 2" in out
+    assert "outcome failure" in out
     assert main(["outcome", "--data-dir", d, trace_id(2), "failure", "--score", "0.2"]) == 0
     capsys.readouterr()
     assert main(["signatures", "--data-dir", d, "--trace", trace_id(2), "--output", "json"]) == 0

@@ -209,9 +209,9 @@ class _TerminationRun(DetectorRun):
             return ()
         tokens = {token for token, _ in self.tail}
         last = self.tail[-1][1]
-        if len(tokens) != 1 or (
-            run.window and run.window[-1].kind is _LLM and is_final_answer(run.window[-1])
-        ):
+        # The last model or tool step (a framework's own chain spans may start after it).
+        final = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL)), None)
+        if len(tokens) != 1 or (final and final.kind is _LLM and is_final_answer(final)):
             return ()
         steps = [s for _, s in self.tail]
         return self._report(

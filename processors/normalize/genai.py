@@ -129,6 +129,9 @@ def build(record: SpanRecord, *, max_text: int = MAX_TEXT, dialect: str = DIALEC
     step.input_tokens = values.first_count(attrs, INPUT_TOKENS, PROMPT_TOKENS)
     step.output_tokens = values.first_count(attrs, OUTPUT_TOKENS, COMPLETION_TOKENS)
 
+    if step.kind is StepKind.TOOL and events and arguments is None and result is None:
+        _tool_from_events(step, events, max_text)
+
     count, last_user = _inputs(attrs, events)
     step.input_messages = count
     step.input_text = values.truncate(last_user, min(max_text, values.INPUT_TEXT_MAX))
@@ -251,7 +254,53 @@ def _event_body_text(event_attrs: Mapping[str, Any]) -> str:
     message = values.parse_json(body.get(BODY_MESSAGE))
     if type(message) is dict or isinstance(message, Mapping):
         return values.message_text(message)
-    return values.content_text(body.get(BODY_CONTENT))
+    return values.content_text(_blocks(body.get(BODY_CONTENT)))
+
+
+# Content blocks as Strands Agents (and Bedrock's Converse API) write them, a JSON list in the
+# event's `content` / `message`: `{"text": ...}`, `{"toolUse": {"toolUseId", "name", "input"}}`,
+# `{"toolResult": {"toolUseId", "status", "content": [...]}}`.
+BLOCK_TOOL_USE = "toolUse"
+BLOCK_TOOL_RESULT = "toolResult"
+
+
+def _blocks(value: object) -> object:
+    """A JSON list of content blocks sent as a string, parsed; anything else unchanged."""
+    if isinstance(value, str) and value.startswith("[{"):
+        parsed = values.parse_json(value)
+        if isinstance(parsed, list):
+            return parsed
+    return value
+
+
+def _tool_uses(blocks: object, max_text: int) -> list[ToolCallRequest]:
+    calls: list[ToolCallRequest] = []
+    if not isinstance(blocks, list):
+        return calls
+    for block in blocks:
+        use = block.get(BLOCK_TOOL_USE) if isinstance(block, Mapping) else None
+        if isinstance(use, Mapping) and values.name(use.get("name")):
+            arguments = values.truncate(values.render(use.get("input")), max_text)
+            calls.append(
+                ToolCallRequest(
+                    values.name(use["name"]), arguments, values.name(use.get("toolUseId"))
+                )
+            )
+    return calls
+
+
+def _tool_from_events(step: Step, events: list[tuple[str, Any]], max_text: int) -> None:
+    """A tool span that carries its call as events (Strands Agents): the arguments in a
+    `gen_ai.tool.message`, the result in a `gen_ai.choice`."""
+    for event, event_attrs in events:
+        body = _event_body(event_attrs)
+        if event == EVENT_TOOL_MESSAGE and not step.tool_arguments:
+            step.tool_arguments = values.truncate(values.render(body.get(BODY_CONTENT)), max_text)
+        elif event == EVENT_CHOICE and not step.tool_result:
+            blocks = _blocks(body.get(BODY_MESSAGE) or body.get(BODY_CONTENT))
+            step.tool_result = values.truncate(values.content_text(blocks), max_text)
+        if not step.tool_call_id:
+            step.tool_call_id = values.name(event_attrs.get("id"))
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -288,8 +337,13 @@ def _outputs(
             if type(message) is dict or isinstance(message, Mapping):
                 texts.append(values.message_text(message))
                 calls.extend(values.message_tool_calls(message, max_text))
+            elif isinstance(message, list):
+                texts.append(values.content_text(message))
+                calls.extend(_tool_uses(message, max_text))
+            elif isinstance(body.get(BODY_MESSAGE), str) and not body.get(BODY_CONTENT):
+                texts.append(body[BODY_MESSAGE])
             else:
-                texts.append(values.content_text(body.get(BODY_CONTENT)))
+                texts.append(values.content_text(_blocks(body.get(BODY_CONTENT))))
             calls.extend(values.tool_calls_from(body.get(BODY_TOOL_CALLS), max_text))
             finish = finish or values.name(body.get(BODY_FINISH_REASON))
         return "\n".join(text for text in texts if text), calls, finish
@@ -376,3 +430,52 @@ def _label_outcome(label: str) -> str:
     if word in _FAILURE_LABELS:
         return "failure"
     return ""
+
+
+# --- message events sent as log records -------------------------------------------------------
+
+# The per-message events an instrumentation sends as log records on the older conventions
+# (opentelemetry-instrumentation-openai-v2 by default): each carries its chat span's trace and
+# span ids, and its body holds what the span event's attributes would.
+MESSAGE_EVENTS = frozenset({*_INPUT_MESSAGE_EVENTS, EVENT_CHOICE})
+
+
+def message_event(record: Any) -> tuple[str, Mapping[str, Any]] | None:
+    """(event name, body fields) of a log record that is a GenAI message event naming its
+    span, or None."""
+    event = values.name(getattr(record, "event_name", ""))
+    if not event:
+        event = values.name(values.mapping(getattr(record, "attributes", None)).get("event.name"))
+    if event not in MESSAGE_EVENTS:
+        return None
+    if not values.name(getattr(record, "trace_id", "")) or not values.name(
+        getattr(record, "span_id", "")
+    ):
+        return None
+    body = values.parse_json(getattr(record, "body", None))
+    if type(body) is dict or isinstance(body, Mapping):
+        return event, body
+    if isinstance(body, str):
+        return event, {BODY_CONTENT: body}
+    return event, {}
+
+
+def apply_message_event(
+    step: Step, event: str, body: Mapping[str, Any], max_text: int = MAX_TEXT
+) -> None:
+    """What one message event says, added to its span's step: input events count as input
+    messages (the last user message is the input text); a choice is the output."""
+    if event in _INPUT_MESSAGE_EVENTS:
+        step.input_messages = (step.input_messages or 0) + 1
+        if _INPUT_MESSAGE_EVENTS[event] == ROLE_USER:
+            text = _event_body_text(body)
+            if text:
+                step.input_text = values.truncate(text, min(max_text, values.INPUT_TEXT_MAX))
+        return
+    text, calls, finish = _outputs({}, [(event, body)], max_text)
+    if text:
+        joined = f"{step.output_text}\n{text}" if step.output_text else text
+        step.output_text = values.truncate(joined, max_text)
+    if calls:
+        step.tool_calls = (*step.tool_calls, *calls)
+    step.finish_reason = step.finish_reason or finish

@@ -9,6 +9,7 @@ python/openinference-semantic-conventions/src/openinference/semconv/trace/__init
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,6 +63,9 @@ PROMPT_TEXT = "prompt.text"
 COMPLETION_TEXT = "completion.text"
 
 ROLE_USER = "user"
+# smolagents' tool for the run's answer (`FinalAnswerTool`), called with `{"answer": ...}`.
+FINAL_ANSWER_TOOL = "final_answer"
+_HANDOFF_SPAN = re.compile(r"^handoff\s+to\s+\S", re.IGNORECASE)
 _TEXT_CONTENT_TYPES = frozenset({"text", "reasoning"})
 
 KINDS = {
@@ -108,12 +112,30 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     input_value = values.to_str(attrs.get(INPUT_VALUE))
     output_value = values.to_str(attrs.get(OUTPUT_VALUE))
 
+    if kind is StepKind.TOOL and not attrs.get(TOOL_NAME) and _HANDOFF_SPAN.match(step.name):
+        # The Agents SDK's hand-off: a TOOL span `handoff to <agent>` (no tool name) whose
+        # input is the sender and output the receiver; `mark_handoff` makes it a HANDOFF.
+        step.agent = values.name(input_value)
+        step.target_agent = values.name(output_value)
+        return step
+
+    if kind is StepKind.TOOL and values.name(attrs.get(TOOL_NAME)) == FINAL_ANSWER_TOOL:
+        # smolagents ends a run by "calling" its final_answer tool: that is the answer.
+        step.kind = StepKind.OTHER
+        step.operation = FINAL_ANSWER_TOOL
+        step.output_text = values.truncate(output_value, max_text)
+        return step
+
     if kind is StepKind.TOOL:
         step.tool_name = values.name(attrs.get(TOOL_NAME))
         step.tool_call_id = values.first_name(attrs, TOOL_CALL_ID, TOOL_ID)
         arguments = input_value or values.render(attrs.get(TOOL_PARAMETERS))
-        step.tool_arguments = values.truncate(arguments, max_text)
-        step.tool_result = values.truncate(output_value, max_text)
+        # smolagents: `{"args": [], "kwargs": {...}}`; LangGraph: the whole ToolMessage as
+        # the output (its per-call id must not make equal results differ).
+        step.tool_arguments = values.truncate(values.call_arguments(arguments), max_text)
+        result, call_id = values.tool_message_content(output_value)
+        step.tool_call_id = step.tool_call_id or call_id
+        step.tool_result = values.truncate(result, max_text)
         return step
 
     if kind is StepKind.LLM:
@@ -134,8 +156,14 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         if outputs:
             texts = [_message_text(message) for message in outputs.values()]
             calls = [call for m in outputs.values() for call in _tool_calls(m, max_text)]
-            step.tool_calls = tuple(calls)
             output = "\n".join(text for text in texts if text)
+            answers = [c for c in calls if c.name == FINAL_ANSWER_TOOL]
+            if answers and len(answers) == len(calls):
+                # smolagents' final answer: the model answering, not asking for a tool.
+                output = output or _final_answer_text(answers[0].arguments)
+                calls = []
+                step.finish_reason = "stop"
+            step.tool_calls = tuple(calls)
         elif choices:
             texts = [values.to_str(choice.get(COMPLETION_TEXT)) for choice in choices.values()]
             output = "\n".join(text for text in texts if text)
@@ -200,3 +228,10 @@ def _tool_calls(message: Mapping[str, Any], max_text: int) -> list[ToolCallReque
         arguments = values.render(message.get(MESSAGE_FUNCTION_CALL_ARGUMENTS))
         calls.append(ToolCallRequest(name=legacy, arguments=values.truncate(arguments, max_text)))
     return calls
+
+
+def _final_answer_text(arguments: str) -> str:
+    parsed = values.parse_json(values.call_arguments(arguments))
+    if isinstance(parsed, dict) and "answer" in parsed:
+        return values.content_text(parsed["answer"]) or values.render(parsed["answer"])
+    return arguments

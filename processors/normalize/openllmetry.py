@@ -104,8 +104,10 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         )
 
     entity = values.name(attrs.get(ENTITY_NAME))
-    entity_input = values.render(attrs.get(ENTITY_INPUT))
-    entity_output = values.render(attrs.get(ENTITY_OUTPUT))
+    # A decorated function's call as `{"args": [...], "kwargs": {...}}`, its return value as
+    # JSON (a string return value quoted).
+    entity_input = values.call_arguments(values.render(attrs.get(ENTITY_INPUT)))
+    entity_output = values.unquote_json_string(values.render(attrs.get(ENTITY_OUTPUT)))
     if step.kind is StepKind.TOOL:
         step.tool_name = step.tool_name or entity
         step.tool_arguments = step.tool_arguments or values.truncate(entity_input, max_text)

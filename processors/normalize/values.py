@@ -532,3 +532,51 @@ def span_step(record: object, kind: StepKind, dialect: str) -> Step:
         name(getattr(record, "service_name", "")),  # service
         run_attributes=run_attributes(attrs),
     )
+
+
+# Keys of the `{"args": [...], "kwargs": {...}}` wrapper smolagents and OpenLLMetry put around
+# a Python call's arguments (smolagents adds `sanitize_inputs_outputs`).
+_CALL_WRAPPER_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+
+
+def call_arguments(text: str) -> str:
+    """A tool's arguments as the call named them: inside a `{"args": [...], "kwargs": {...}}`
+    wrapper, the keyword arguments (or, with none, the positional ones) as JSON; anything
+    else unchanged."""
+    if not text.startswith("{") or '"kwargs"' not in text:
+        return text
+    parsed = parse_json(text)
+    if not isinstance(parsed, dict) or not parsed.keys() <= _CALL_WRAPPER_KEYS:
+        return text
+    kwargs, args = parsed.get("kwargs"), parsed.get("args")
+    if not isinstance(kwargs, dict):
+        return text
+    if kwargs or not args:
+        return render(kwargs)
+    return render(args[0] if isinstance(args, list) and len(args) == 1 else args)
+
+
+def tool_message_content(text: str) -> tuple[str, str]:
+    """(content, tool call id) of a LangChain ToolMessage serialized as JSON
+    (`{"type": "tool", "data": {"content": ..., "tool_call_id": ...}}`), or (text, "")."""
+    if not text.startswith("{") or '"tool"' not in text:
+        return text, ""
+    parsed = parse_json(text)
+    if not isinstance(parsed, dict) or parsed.get("type") != "tool":
+        return text, ""
+    data = parsed.get("data")
+    if not isinstance(data, dict) or "content" not in data:
+        return text, ""
+    return content_text(data["content"]), name(data.get("tool_call_id"))
+
+
+def unquote_json_string(text: str) -> str:
+    """A value serialized as a JSON string (`"\\"ok\\""`, as OpenLLMetry writes a function's
+    return value) as the string itself; anything else unchanged."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, str) else text

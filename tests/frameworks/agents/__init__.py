@@ -1,0 +1,1 @@
+"""Agent processes, one per framework: `python -m tests.frameworks.agents.<name>`."""

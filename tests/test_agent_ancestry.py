@@ -1,0 +1,86 @@
+"""A step's agent from its nearest agent ancestor, also when the ancestor arrives later (a span
+is exported when it ends, so an agent span comes after its model and tool spans)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from processors.model import Finding, Step, StepKind
+from processors.run import DetectorRun, Run
+from processors.window import RunWindows, WindowConfig
+
+
+class Seen(DetectorRun):
+    steps: list[tuple[str, str]]
+
+    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        Seen.steps.append((step.name, step.agent))
+        return ()
+
+
+def windows(**config: float) -> RunWindows:
+    Seen.steps = []
+    return RunWindows(WindowConfig(**config), lambda run: [Seen()])  # type: ignore[arg-type]
+
+
+def span(name: str, span_id: str, parent: str, kind: StepKind, start: float, **fields) -> Step:
+    return Step(
+        trace_id="t",
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        kind=kind,
+        start_ns=int(start * 1e9),
+        end_ns=int(start * 1e9) + 1,
+        dialect="openinference",
+        **fields,
+    )
+
+
+def test_children_wait_for_the_agent_span_that_arrives_after_them():
+    w = windows(grace_s=0.5, agent_wait_s=5.0)
+    w.add(span("response", "llm", "turn", StepKind.LLM, 3), now=0.0)
+    w.add(span("get_logs", "tool", "turn", StepKind.TOOL, 4), now=0.0)
+    w.tick(1.0)
+    w.add(span("turn", "turn", "agent", StepKind.OTHER, 2), now=1.5)
+    w.tick(2.5)
+    assert Seen.steps == []  # the agent span has not come yet: nothing is released
+    w.add(span("triage", "agent", "root", StepKind.AGENT, 1, agent="triage"), now=3.0)
+    w.add(span("workflow", "root", "", StepKind.AGENT, 0, service="crew"), now=3.0)
+    w.tick(4.0)
+    assert Seen.steps == [
+        ("workflow", "crew"),
+        ("triage", "triage"),
+        ("turn", "triage"),
+        ("response", "triage"),
+        ("get_logs", "triage"),
+    ]
+    assert w.stats.agent_wait_expired == 0
+
+
+def test_an_ancestor_that_never_comes_holds_steps_no_longer_than_agent_wait():
+    w = windows(grace_s=0.5, agent_wait_s=2.0)
+    w.add(span("get_logs", "tool", "remote-parent", StepKind.TOOL, 1), now=0.0)
+    w.tick(1.0)
+    assert Seen.steps == []
+    w.tick(2.5)
+    assert Seen.steps == [("get_logs", "")]
+    assert w.stats.agent_wait_expired == 1
+
+
+def test_message_events_join_their_span_before_or_after_it_arrives():
+    w = windows(grace_s=0.5)
+
+    def said(text: str):
+        def join(step: Step) -> None:
+            step.output_text += text
+
+        return join
+
+    w.join_events("t", "llm", said("early "))
+    w.add(span("chat", "llm", "", StepKind.LLM, 1), now=0.0)
+    w.join_events("t", "llm", said("late"))
+    out = w.close_all()
+    assert out.signatures and w.stats.events_joined == 2
+    w.join_events("t", "llm", said("after close"))
+    assert w.stats.events_after_step == 1
