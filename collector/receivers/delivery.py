@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from collector.consumer import Accepted, RawRequest, Refused, TelemetryConsumer
 from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, decode_logs, decode_spans
+from collector.receivers.limits import MemoryBudget, TooLarge, request_cost
 
 
 class ReceiverStats:
@@ -36,7 +37,22 @@ class ReceiverStats:
         "internal_errors",
         "requests_refused",
         "unauthenticated",
+        # Bounds hit (each a limit of its own; see the receivers' configuration).
+        "too_many_objects",
+        "memory_budget_full",
+        "rpcs_over_limit",
+        "receive_timeouts",
+        "connections_over_limit",
+        "connections_over_peer_limit",
+        "requests_over_limit",
+        "header_timeouts",
+        "body_timeouts",
+        "idle_timeouts",
+        "headers_too_large",
+        "gzip_members_over_limit",
     )
+    # Bounds hit, as above, for the self-metrics.
+    LIMIT_KEYS = KEYS[KEYS.index("too_many_objects") :]
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -80,6 +96,56 @@ def _merge(
     if accepted.rejected or accepted.message:
         messages.append(accepted.message or f"{accepted.rejected} {noun} rejected by the pipeline")
     return ExportOutcome(rejected=result_rejected + accepted.rejected, message="; ".join(messages))
+
+
+class Rejection(Exception):
+    """A request refused by a receiver bound before it is decoded: `retryable` when it would
+    fit later (503 / UNAVAILABLE with a retry delay), not when it never can (413 /
+    INVALID_ARGUMENT)."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+def admit(
+    body: bytes | bytearray,
+    signal: str,
+    encoding: str,
+    max_objects: int,
+    budget: MemoryBudget,
+    stats: ReceiverStats,
+) -> int:
+    """Count what `body` decodes into and take the memory it needs from `budget`, before any
+    decoding. Returns the bytes taken (give them back once the request is handed over);
+    raises `Rejection` (counted) when the request is too large ever to fit, or does not fit
+    now."""
+    try:
+        cost = request_cost(body, signal, encoding, max_objects)
+    except TooLarge as exc:
+        stats.add("too_many_objects")
+        stats.add("requests_refused")
+        raise Rejection(str(exc), retryable=False) from exc
+    if cost.bytes > budget.total:
+        stats.add("too_many_objects")
+        stats.add("requests_refused")
+        raise Rejection(
+            f"decoding the request would take about {cost.bytes} bytes, more than the "
+            f"receivers' whole memory budget ({budget.total} bytes, "
+            "receivers.memory_budget_bytes): send smaller batches",
+            retryable=False,
+        )
+    if not budget.try_take(cost.bytes):
+        stats.add("memory_budget_full")
+        stats.add("requests_refused")
+        raise Rejection(
+            "the receivers' memory budget is taken by requests in progress "
+            "(receivers.memory_budget_bytes): retry later",
+            retryable=True,
+        )
+    return cost.bytes
 
 
 def check_room(consumer: TelemetryConsumer, request_bytes: int, stats: ReceiverStats) -> None:
