@@ -109,9 +109,13 @@ class HttpReceiverConfig:
     body_timeout_s: float = 30.0
     # Largest request line plus headers (431 past it; counted as headers_too_large).
     max_header_bytes: int = 64 * 1024
-    # Requests decoded at once (worker threads); requests whose body is read wait for one,
-    # their memory held in receivers.memory_budget_bytes.
-    max_concurrent_requests: int = 8
+    # Export requests in progress at once (reading their body, waiting for a worker or
+    # decoding); past it a request is answered 503 with Retry-After before its body is read
+    # (counted as requests_over_limit).
+    max_concurrent_requests: int = 64
+    # Requests decoded at once (worker threads); the rest wait, their memory held in
+    # receivers.memory_budget_bytes.
+    max_workers: int = 4
     # gzip members in one request body (real senders send one); past it 413 (counted as
     # gzip_members_over_limit).
     max_gzip_members: int = 16
@@ -389,6 +393,7 @@ class Config:
             "receivers.http.max_header_bytes": self.receivers.http.max_header_bytes,
             "receivers.http.max_concurrent_requests": self.receivers.http.max_concurrent_requests,
             "receivers.http.max_gzip_members": self.receivers.http.max_gzip_members,
+            "receivers.http.max_workers": self.receivers.http.max_workers,
             "receivers.memory_budget_bytes": self.receivers.memory_budget_bytes,
             "receivers.max_request_objects": self.receivers.max_request_objects,
             "pipeline.queue_max_items": self.pipeline.queue_max_items,

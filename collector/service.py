@@ -15,7 +15,7 @@ from collector.exporters.clickhouse import ClickHouseExporter, RetryPolicy
 from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
-from collector.receivers.http_receiver import HttpReceiver
+from collector.receivers.http_receiver import HttpLimits, HttpReceiver
 from collector.receivers.limits import MemoryBudget
 from collector.security import (
     grpc_server_credentials,
@@ -130,6 +130,7 @@ class Service:
             self._warn_if_exposed("receivers.grpc.endpoint", host)
             self.grpc.start()
         if receivers.http.enabled:
+            http_config = receivers.http
             host, port = parse_endpoint(receivers.http.endpoint, "receivers.http.endpoint")
             self.http = HttpReceiver(
                 self.pipeline,
@@ -142,6 +143,18 @@ class Service:
                 auth_token=self.auth_token,
                 health_open=self.config.security.auth.health_open,
                 metrics=lambda: exposition(self.metrics_registry),
+                limits=HttpLimits(
+                    max_connections=http_config.max_connections,
+                    max_connections_per_peer=http_config.max_connections_per_peer,
+                    header_timeout_s=http_config.header_timeout_s,
+                    body_timeout_s=http_config.body_timeout_s,
+                    max_header_bytes=http_config.max_header_bytes,
+                    max_concurrent_requests=http_config.max_concurrent_requests,
+                    max_workers=http_config.max_workers,
+                    max_gzip_members=http_config.max_gzip_members,
+                    max_request_objects=receivers.max_request_objects,
+                ),
+                budget=budget,
             )
             self._warn_if_exposed("receivers.http.endpoint", host)
             self.http.start()
