@@ -16,9 +16,21 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.consumer import Accepted, RawRequest, Refused, TelemetryConsumer
-from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, decode_logs, decode_spans
-from collector.receivers.limits import MemoryBudget, TooLarge, request_cost
+from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused, TelemetryConsumer
+from collector.otlp.decode import (
+    DEFAULT_MAX_VALUE_DEPTH,
+    TRUNCATED_VALUE,
+    decode_logs,
+    decode_spans,
+)
+from collector.receivers.limits import (
+    MemoryBudget,
+    RequestCost,
+    TooLarge,
+    cut_deep_values,
+    needs_cut,
+    request_cost,
+)
 
 
 class ReceiverStats:
@@ -39,6 +51,7 @@ class ReceiverStats:
         "unauthenticated",
         # Bounds hit (each a limit of its own; see the receivers' configuration).
         "too_many_objects",
+        "too_many_items",
         "memory_budget_full",
         "rpcs_over_limit",
         "receive_timeouts",
@@ -117,11 +130,11 @@ def admit(
     max_objects: int,
     budget: MemoryBudget,
     stats: ReceiverStats,
-) -> int:
+) -> RequestCost:
     """Count what `body` decodes into and take the memory it needs from `budget`, before any
-    decoding. Returns the bytes taken (give them back once the request is handed over);
-    raises `Rejection` (counted) when the request is too large ever to fit, or does not fit
-    now."""
+    decoding. Returns the cost, whose `bytes` were taken (give them back once the request is
+    handed over); raises `Rejection` (counted) when the request is too large ever to fit, or
+    does not fit now."""
     try:
         cost = request_cost(body, signal, encoding, max_objects)
     except TooLarge as exc:
@@ -145,7 +158,15 @@ def admit(
             "(receivers.memory_budget_bytes): retry later",
             retryable=True,
         )
-    return cost.bytes
+    return cost
+
+
+def cut_if_deep(data: bytes, cost: RequestCost, signal: str, max_value_depth: int) -> bytes:
+    """A protobuf body with values nested past `max_value_depth` (or past what the parser
+    takes) cut to the truncation marker, so the rest of the request is kept; counted."""
+    if not needs_cut(cost, max_value_depth):
+        return data
+    return cut_deep_values(data, signal, max_value_depth, TRUNCATED_VALUE)
 
 
 def check_room(consumer: TelemetryConsumer, request_bytes: int, stats: ReceiverStats) -> None:
@@ -182,6 +203,10 @@ def deliver_spans(
     else:
         try:
             accepted = consumer.consume_spans(result.records, raw)
+        except BatchTooLarge as exc:
+            stats.add("too_many_items")
+            stats.add("requests_refused")
+            raise Rejection(str(exc), retryable=False) from exc
         except Refused:
             stats.add("requests_refused")
             stats.add("spans_refused", len(result.records) + result.rejected)
@@ -208,6 +233,10 @@ def deliver_logs(
     else:
         try:
             accepted = consumer.consume_logs(result.records, raw)
+        except BatchTooLarge as exc:
+            stats.add("too_many_items")
+            stats.add("requests_refused")
+            raise Rejection(str(exc), retryable=False) from exc
         except Refused:
             stats.add("requests_refused")
             stats.add("logs_refused", len(result.records))

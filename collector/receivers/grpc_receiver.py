@@ -51,6 +51,7 @@ from collector.receivers.delivery import (
     Rejection,
     admit,
     check_room,
+    cut_if_deep,
     deliver_logs,
     deliver_spans,
     logs_response,
@@ -378,14 +379,14 @@ class GrpcReceiver:
         data: bytes,
         signal: str,
         parse: Callable[[bytes], Req],
-        deliver: Callable[[Req], ExportOutcome],
+        deliver: Callable[[Req, bytes], ExportOutcome],
     ) -> ExportOutcome:
         """On a worker thread: count, budget, parse, decode and hand over one request."""
         started = time.thread_time()
         taken = 0
         try:
             check_room(self._consumer, len(data), self._stats)
-            taken = admit(
+            cost = admit(
                 data,
                 signal,
                 "protobuf",
@@ -393,7 +394,9 @@ class GrpcReceiver:
                 self._budget,
                 self._stats,
             )
-            return deliver(parse(data))
+            taken = cost.bytes
+            data = cut_if_deep(data, cost, signal, self._max_value_depth)
+            return deliver(parse(data), data)
         except Rejection as exc:
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE if exc.retryable else grpc.StatusCode.INVALID_ARGUMENT,
@@ -426,12 +429,12 @@ class GrpcReceiver:
             data,
             "traces",
             parse_trace_request,
-            lambda request: deliver_spans(
+            lambda request, body: deliver_spans(
                 self._consumer,
                 request,
                 self._stats,
                 max_value_depth=self._max_value_depth,
-                raw=RawRequest("traces", "protobuf", data),
+                raw=RawRequest("traces", "protobuf", body),
             ),
         )
         return trace_response(outcome)
@@ -441,12 +444,12 @@ class GrpcReceiver:
             data,
             "logs",
             parse_logs_request,
-            lambda request: deliver_logs(
+            lambda request, body: deliver_logs(
                 self._consumer,
                 request,
                 self._stats,
                 max_value_depth=self._max_value_depth,
-                raw=RawRequest("logs", "protobuf", data),
+                raw=RawRequest("logs", "protobuf", body),
             ),
         )
         return logs_response(outcome)

@@ -60,6 +60,7 @@ from collector.receivers.delivery import (
     Rejection,
     admit,
     check_room,
+    cut_if_deep,
     deliver_logs,
     deliver_spans,
     logs_response,
@@ -798,7 +799,7 @@ class HttpReceiver:
                     return self._status(media_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
             check_room(self.consumer, len(data), stats)
             # Counted and budgeted before anything is copied or parsed.
-            taken = admit(
+            cost = admit(
                 data,
                 signal,
                 _ENCODINGS[media_type],
@@ -806,8 +807,11 @@ class HttpReceiver:
                 self.budget,
                 stats,
             )
-            data = bytes(data)
+            taken = cost.bytes
             del body
+            data = bytes(data)
+            if media_type == _PROTOBUF:
+                data = cut_if_deep(data, cost, signal, self.max_value_depth)
             raw = RawRequest(signal, _ENCODINGS[media_type], data)
             response: Message
             if traces:
