@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -20,10 +22,13 @@ from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused, Tel
 from collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
     TRUNCATED_VALUE,
+    OtlpDecodeError,
     decode_logs,
     decode_spans,
 )
 from collector.receivers.limits import (
+    BYTE_COST,
+    OBJECT_COST,
     MemoryBudget,
     RequestCost,
     TooLarge,
@@ -135,6 +140,15 @@ def admit(
     decoding. Returns the cost, whose `bytes` were taken (give them back once the request is
     handed over); raises `Rejection` (counted) when the request is too large ever to fit, or
     does not fit now."""
+    if encoding == "protobuf":
+        # Every object takes two bytes on the wire at least, so a body's size bounds them.
+        # When that bound fits, it is taken as the cost and the body is not walked at all
+        # (the common case: a sender's batch of a few hundred spans).
+        bound = len(body) // 2 + 1
+        if bound <= max_objects:
+            worst = RequestCost(bound, bound * OBJECT_COST + len(body) * BYTE_COST)
+            if budget.try_take(worst.bytes):
+                return worst
     try:
         cost = request_cost(body, signal, encoding, max_objects)
     except TooLarge as exc:
@@ -161,12 +175,31 @@ def admit(
     return cost
 
 
-def cut_if_deep(data: bytes, cost: RequestCost, signal: str, max_value_depth: int) -> bytes:
-    """A protobuf body with values nested past `max_value_depth` (or past what the parser
-    takes) cut to the truncation marker, so the rest of the request is kept; counted."""
-    if not needs_cut(cost, max_value_depth):
-        return data
-    return cut_deep_values(data, signal, max_value_depth, TRUNCATED_VALUE)
+Parsed = TypeVar("Parsed")
+
+
+def parse_protobuf(
+    data: bytes,
+    cost: RequestCost,
+    signal: str,
+    max_value_depth: int,
+    parse: Callable[[bytes], Parsed],
+) -> tuple[Parsed, bytes]:
+    """Parse a protobuf body, with values nested past `max_value_depth` or past what the
+    parser takes cut to the truncation marker first, so the rest of the request is kept
+    instead of refused. Returns the request and the body it was parsed from (the one to
+    spool). The cut is made when the body's walk saw deep nesting, or when the parser
+    refused a body that was not walked and cutting changes it."""
+    if needs_cut(cost, max_value_depth):
+        data = cut_deep_values(data, signal, max_value_depth, TRUNCATED_VALUE)
+        return parse(data), data
+    try:
+        return parse(data), data
+    except OtlpDecodeError:
+        cut = cut_deep_values(data, signal, max_value_depth, TRUNCATED_VALUE)
+        if cut is data:
+            raise
+        return parse(cut), cut
 
 
 def check_room(consumer: TelemetryConsumer, request_bytes: int, stats: ReceiverStats) -> None:

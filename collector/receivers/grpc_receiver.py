@@ -51,10 +51,10 @@ from collector.receivers.delivery import (
     Rejection,
     admit,
     check_room,
-    cut_if_deep,
     deliver_logs,
     deliver_spans,
     logs_response,
+    parse_protobuf,
     trace_response,
 )
 from collector.receivers.limits import MemoryBudget
@@ -395,8 +395,8 @@ class GrpcReceiver:
                 self._stats,
             )
             taken = cost.bytes
-            data = cut_if_deep(data, cost, signal, self._max_value_depth)
-            return deliver(parse(data), data)
+            request, data = parse_protobuf(data, cost, signal, self._max_value_depth, parse)
+            return deliver(request, data)
         except Rejection as exc:
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE if exc.retryable else grpc.StatusCode.INVALID_ARGUMENT,

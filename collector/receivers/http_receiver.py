@@ -60,10 +60,10 @@ from collector.receivers.delivery import (
     Rejection,
     admit,
     check_room,
-    cut_if_deep,
     deliver_logs,
     deliver_spans,
     logs_response,
+    parse_protobuf,
     retry_after_seconds,
     trace_response,
 )
@@ -810,14 +810,15 @@ class HttpReceiver:
             taken = cost.bytes
             del body
             data = bytes(data)
-            if media_type == _PROTOBUF:
-                data = cut_if_deep(data, cost, signal, self.max_value_depth)
-            raw = RawRequest(signal, _ENCODINGS[media_type], data)
             response: Message
             if traces:
-                trace_request = (
-                    parse_trace_json(data) if media_type == _JSON else parse_trace_request(data)
-                )
+                if media_type == _JSON:
+                    trace_request = parse_trace_json(data)
+                else:
+                    trace_request, data = parse_protobuf(
+                        data, cost, signal, self.max_value_depth, parse_trace_request
+                    )
+                raw = RawRequest(signal, _ENCODINGS[media_type], data)
                 response = trace_response(
                     deliver_spans(
                         self.consumer,
@@ -828,9 +829,13 @@ class HttpReceiver:
                     )
                 )
             else:
-                logs_request = (
-                    parse_logs_json(data) if media_type == _JSON else parse_logs_request(data)
-                )
+                if media_type == _JSON:
+                    logs_request = parse_logs_json(data)
+                else:
+                    logs_request, data = parse_protobuf(
+                        data, cost, signal, self.max_value_depth, parse_logs_request
+                    )
+                raw = RawRequest(signal, _ENCODINGS[media_type], data)
                 response = logs_response(
                     deliver_logs(
                         self.consumer,

@@ -84,6 +84,15 @@ _SCHEMAS = {
     "traces": (_TRACE_ROOT.full_name, _message_fields(_TRACE_ROOT)),
     "logs": (_LOGS_ROOT.full_name, _message_fields(_LOGS_ROOT)),
 }
+# The same, keyed by the whole field key of a length-delimited field (number << 3 | 2), as
+# read from the wire.
+_CHILD_KEYS = {
+    signal: {
+        name: {number << 3 | 2: child for number, child in fields.items()}
+        for name, fields in schema.items()
+    }
+    for signal, (_, schema) in _SCHEMAS.items()
+}
 # upb, the protobuf parser, refuses a message nested deeper than this (its default limit,
 # which its Python binding does not let us raise).
 PARSER_MAX_DEPTH = 100
@@ -106,48 +115,47 @@ def count_protobuf_objects(data: bytes | bytearray | memoryview, signal: str, ca
 
 def _walk(data: bytes | bytearray | memoryview, signal: str, cap: int) -> tuple[int, int]:
     """(objects counted, deepest message nesting seen); see `count_protobuf_objects`."""
-    root, schema = _SCHEMAS[signal]
+    root, _ = _SCHEMAS[signal]
+    keys = _CHILD_KEYS[signal]
+    buf = data if isinstance(data, bytes | bytearray) else bytes(data)
     deepest = 1
-    view = memoryview(data)
     count = 0
     # Each frame: (message type, position, end).
-    stack: list[tuple[str, int, int]] = [(root, 0, len(view))]
+    stack: list[tuple[str, int, int]] = [(root, 0, len(buf))]
+    pop = stack.pop
+    push = stack.append
     try:
         while stack:
-            type_name, pos, end = stack.pop()
-            children = schema[type_name]
+            type_name, pos, end = pop()
+            children = keys[type_name]
             while pos < end:
                 # Field header (varint).
-                byte = view[pos]
+                key = buf[pos]
                 pos += 1
-                if byte < 0x80:
-                    key = byte
-                else:
-                    key, pos = _varint_rest(view, pos, byte)
-                wire = key & 7
+                if key >= 0x80:
+                    key, pos = _varint_rest(buf, pos, key)
                 count += 1
                 if count > cap:
                     return cap + 1, deepest
-                if wire == 0:
-                    while view[pos] & 0x80:
-                        pos += 1
+                wire = key & 7
+                if wire == 2:
+                    length = buf[pos]
                     pos += 1
-                elif wire == 2:
-                    byte = view[pos]
-                    pos += 1
-                    if byte < 0x80:
-                        length = byte
-                    else:
-                        length, pos = _varint_rest(view, pos, byte)
-                    child = children.get(key >> 3)
+                    if length >= 0x80:
+                        length, pos = _varint_rest(buf, pos, length)
+                    child = children.get(key)
                     if child is not None and length:
                         # Come back to the rest of this message after the child.
-                        stack.append((type_name, pos + length, end))
-                        stack.append((child, pos, pos + length))
+                        push((type_name, pos + length, end))
+                        push((child, pos, pos + length))
                         if len(stack) > deepest:
                             deepest = len(stack)
                         break
                     pos += length
+                elif wire == 0:
+                    while buf[pos] & 0x80:
+                        pos += 1
+                    pos += 1
                 elif wire == 1:
                     pos += 8
                 elif wire == 5:
@@ -159,7 +167,7 @@ def _walk(data: bytes | bytearray | memoryview, signal: str, cap: int) -> tuple[
     return count, deepest
 
 
-def _varint_rest(view: memoryview, pos: int, first: int) -> tuple[int, int]:
+def _varint_rest(view: bytes | bytearray | memoryview, pos: int, first: int) -> tuple[int, int]:
     value = first & 0x7F
     shift = 7
     while True:
