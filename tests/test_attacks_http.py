@@ -356,6 +356,17 @@ def test_bodies_of_millions_of_empty_objects_keep_memory_bounded(tmp_path: Path)
                 for _ in range(8)
             ),
         ]
+        # Just under receivers.max_request_objects: taken, and decoded a few at a time
+        # within the memory budget.
+        under_cap = empty_spans_body(1_900_000)  # 950,000 empty spans
+        attackers += [
+            threading.Thread(
+                target=lambda: statuses.append(
+                    post_body(collector.http_port, under_cap, "application/x-protobuf")
+                )
+            )
+            for _ in range(6)
+        ]
         with steady_sender(collector.http_port) as results:
             for thread in attackers:
                 thread.start()
@@ -371,6 +382,9 @@ def test_bodies_of_millions_of_empty_objects_keep_memory_bounded(tmp_path: Path)
         )
         # Each body is refused before it is decoded, as too large ever to be taken.
         assert statuses.count(413) == 12, statuses
+        # The bodies under the cap are decoded (every empty span rejected: no ids) or, when
+        # the budget is taken, refused as retryable.
+        assert statuses.count(200) + statuses.count(503) == 6, statuses
         assert statuses.count(grpc.StatusCode.INVALID_ARGUMENT) == 8, statuses
         assert health["http"]["too_many_objects"] == 12
         assert health["grpc"]["too_many_objects"] == 8
