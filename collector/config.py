@@ -61,12 +61,15 @@ class GrpcReceiverConfig:
     # Past it a call is refused with UNAVAILABLE and a retry delay (counted as
     # rpcs_over_limit).
     max_concurrent_rpcs: int = 64
-    # Calls open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS).
+    # Calls open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). Enforced
+    # by grpcio's HTTP/2 layer (a stream past it is refused there), which the receiver cannot
+    # count; calls past max_concurrent_rpcs are counted.
     max_concurrent_streams: int = 16
     # A call must have received its whole request within this many seconds of starting;
     # past it the call ends with DEADLINE_EXCEEDED (counted as receive_timeouts).
     receive_timeout_s: float = 10.0
-    # Largest request metadata (headers) accepted on a call.
+    # Largest request metadata (headers) accepted on a call; enforced by grpcio before the
+    # call reaches the receiver (so not counted by it).
     max_metadata_bytes: int = 16 * 1024
     # The server pings a connection quiet for this long, and closes it if the ping is not
     # answered within keepalive_timeout_s.

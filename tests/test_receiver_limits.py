@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import socket
 import time
 from typing import Any
 
@@ -241,3 +242,28 @@ def test_json_spans_round_trip_still_fit(receiver: HttpReceiver, consumer: Recor
     status, _ = post(receiver.port, otlp_json(pb_request(pb_span("j"))), "application/json")
     assert status == 200
     assert [s.name for s in consumer.spans] == ["j"]
+
+
+def test_expect_100_continue_is_answered(receiver: HttpReceiver, consumer: RecordingConsumer):
+    body = pb_request(pb_span("expected")).SerializeToString()
+    with socket.create_connection(("127.0.0.1", receiver.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            + f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        assert response.status == 200
+    assert [s.name for s in consumer.spans] == ["expected"]
+
+
+def test_limit_hits_are_served_as_metrics(receiver: HttpReceiver) -> None:
+    from collector.metrics import RECEIVER_LIMIT_HITS, exposition, registry_for, total
+
+    member = gzip.compress(b"")
+    post(receiver.port, member * 100, Content_Encoding="gzip")
+    _, text = exposition(registry_for(lambda: {"http": receiver.stats}))
+    line = f'{total(RECEIVER_LIMIT_HITS)}{{limit="gzip_members_over_limit",transport="http"}} 1.0'
+    assert line in text.decode()

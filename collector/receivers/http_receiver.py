@@ -503,7 +503,7 @@ class HttpReceiver:
             if head is None:
                 return False
             request = _parse_head(head)
-            response = await self._dispatch(request, reader)
+            response = await self._dispatch(request, reader, writer)
         except _HttpError as exc:
             media_type = _PROTOBUF
             if request is not None:
@@ -578,7 +578,9 @@ class HttpReceiver:
         values = request.all("authorization")
         return len(values) == 1 and bearer_matches(values[0], token)
 
-    async def _dispatch(self, request: _Request, reader: asyncio.StreamReader) -> _Response:
+    async def _dispatch(
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> _Response:
         if not self._authenticated(request):
             self.stats_counter.add("unauthenticated")
             return _plain(
@@ -586,7 +588,7 @@ class HttpReceiver:
             )
         path, method = request.path, request.method
         if method == "POST" and path in (TRACES_PATH, LOGS_PATH):
-            return await self._export(request, reader, traces=path == TRACES_PATH)
+            return await self._export(request, reader, writer, traces=path == TRACES_PATH)
         if method in ("GET", "HEAD") and path in (HEALTH_PATH, METRICS_PATH):
             return await asyncio.get_running_loop().run_in_executor(self._probes, self._probe, path)
         if path in (TRACES_PATH, LOGS_PATH):
@@ -611,7 +613,12 @@ class HttpReceiver:
     # --- export -----------------------------------------------------------------------------
 
     async def _export(
-        self, request: _Request, reader: asyncio.StreamReader, *, traces: bool
+        self,
+        request: _Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        traces: bool,
     ) -> _Response:
         content_type = request.get("content-type") or ""
         media_type = _MEDIA_TYPES.get(content_type.split(";", 1)[0].strip().lower())
@@ -642,7 +649,7 @@ class HttpReceiver:
             self._idle.clear()
         held = 0
         try:
-            body, held = await self._read_body(request, reader)
+            body, held = await self._read_body(request, reader, writer)
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
                 self._workers, self._decode_and_deliver, body, encoding, media_type, traces
@@ -667,7 +674,7 @@ class HttpReceiver:
         )
 
     async def _read_body(
-        self, request: _Request, reader: asyncio.StreamReader
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> tuple[bytearray, int]:
         """The body, read within `body_timeout_s`, and the budget bytes it holds."""
         limit = self.max_body_bytes
@@ -704,6 +711,10 @@ class HttpReceiver:
         held = 0
         try:
             async with asyncio.timeout(self.limits.body_timeout_s):
+                if (request.get("expect") or "").lower() == "100-continue":
+                    # The body is wanted: say so rather than have the client wait for a timeout.
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    await writer.drain()
                 if transfer_encoding:
                     body = bytearray()
                     async for size in self._chunks(reader, limit):
