@@ -18,6 +18,7 @@ import grpc
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
 )
@@ -46,6 +47,7 @@ class StallingClient:
         self.open: set[int] = set()
         self.opened = 0
         self.ended_by_server = 0
+        self.goaway = False
         self.stop = threading.Event()
         with self.lock:
             self.conn.initiate_connection()
@@ -83,7 +85,17 @@ class StallingClient:
             if not data:
                 return
             with self.lock:
-                for event in self.conn.receive_data(data):
+                try:
+                    events = self.conn.receive_data(data)
+                except h2.exceptions.ProtocolError:
+                    # A frame after the server's GOAWAY (grpc sends a PING with it), which h2
+                    # refuses once the connection is closed.
+                    closed = h2.connection.ConnectionState.CLOSED
+                    self.goaway = self.conn.state_machine.state == closed
+                    return
+                for event in events:
+                    if isinstance(event, h2.events.ConnectionTerminated):
+                        self.goaway = True
                     ended = getattr(event, "stream_id", None)
                     if isinstance(event, h2.events.StreamEnded | h2.events.StreamReset) and (
                         ended in self.open
@@ -156,6 +168,8 @@ def test_unfinished_streams_on_one_connection_do_not_stop_other_senders() -> Non
         attacker = StallingClient(receiver.port, streams=8)
         try:
             time.sleep(0.3)
+            # Streams per connection are bounded (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).
+            assert attacker.conn.remote_settings.max_concurrent_streams == 16
             with steady_sender(receiver.port) as results:
                 time.sleep(4)
         finally:
@@ -236,3 +250,24 @@ def test_duplicated_authorization_metadata_is_refused() -> None:
     finally:
         channel.close()
         receiver.shutdown(0)
+
+
+def test_idle_and_old_connections_are_closed() -> None:
+    consumer = RecordingConsumer()
+    for limits in (
+        GrpcLimits(max_connection_idle_s=1.0),
+        GrpcLimits(max_connection_age_s=1.0, max_connection_age_grace_s=0.5),
+    ):
+        receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=limits)
+        receiver.start()
+        try:
+            client = StallingClient(receiver.port, streams=0)
+            try:
+                deadline = time.monotonic() + 5
+                while not client.goaway and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert client.goaway, limits
+            finally:
+                client.close()
+        finally:
+            receiver.shutdown(0)
