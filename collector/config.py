@@ -134,7 +134,7 @@ class ReceiversConfig:
     # "[truncated: depth]"; at most 256.
     max_value_depth: int = 32
     # Memory that requests in progress on both receivers may hold at once: each request's
-    # body and what decoding it takes (counted from the body before decoding: about 256
+    # body and what decoding it takes (counted from the body before decoding: about 384
     # bytes per protobuf message, 3 per body byte). A request that does not fit now is
     # refused with OTLP's retryable status (503 / UNAVAILABLE, counted as
     # memory_budget_full); one that could never fit, with 413 / INVALID_ARGUMENT.
