@@ -55,7 +55,9 @@ class GrpcReceiverConfig:
     # Largest request accepted; a larger one is refused with RESOURCE_EXHAUSTED.
     max_message_bytes: int = 16 * 1024 * 1024
     # Requests decoded at once (worker threads). Calls still receiving their request wait
-    # on the server's event loop, not on a worker.
+    # on the server's event loop, not on a worker. As many threads again serve requests too
+    # large for their size to bound their cost (their objects are counted first), so those
+    # cannot hold up the others.
     max_workers: int = 4
     # Export calls in progress at once, receiving or decoding, from all senders together.
     # Past it a call is refused with UNAVAILABLE and a retry delay (counted as
@@ -117,7 +119,9 @@ class HttpReceiverConfig:
     # (counted as requests_over_limit).
     max_concurrent_requests: int = 64
     # Requests decoded at once (worker threads); the rest wait, their memory held in
-    # receivers.memory_budget_bytes.
+    # receivers.memory_budget_bytes. As many threads again inflate compressed bodies and count
+    # the objects of bodies too large for their size to bound their cost, so those cannot
+    # hold up the others.
     max_workers: int = 4
     # gzip members in one request body (real senders send one); past it 413 (counted as
     # gzip_members_over_limit).

@@ -359,7 +359,7 @@ def test_bodies_of_millions_of_empty_objects_keep_memory_bounded(tmp_path: Path)
                 threading.Thread(
                     target=lambda: statuses.append(grpc_export(collector.grpc_port, protobuf))
                 )
-                for _ in range(8)
+                for _ in range(16)
             ),
         ]
         # Just under receivers.max_request_objects: taken, and decoded a few at a time
@@ -391,9 +391,9 @@ def test_bodies_of_millions_of_empty_objects_keep_memory_bounded(tmp_path: Path)
         # The bodies under the cap are decoded (every empty span rejected: no ids) or, when
         # the budget is taken, refused as retryable.
         assert statuses.count(200) + statuses.count(503) == 3, statuses
-        assert statuses.count(grpc.StatusCode.INVALID_ARGUMENT) == 8, statuses
+        assert statuses.count(grpc.StatusCode.INVALID_ARGUMENT) == 16, statuses
         assert health["http"]["too_many_objects"] == 12
-        assert health["grpc"]["too_many_objects"] == 8
+        assert health["grpc"]["too_many_objects"] == 16
         assert len(results) >= 5
         assert results.count("fail") == 0, results
     finally:

@@ -128,6 +128,18 @@ class Rejection(Exception):
         self.retry_after_s = retry_after_s
 
 
+def admit_by_size(size: int, max_objects: int, budget: MemoryBudget) -> RequestCost | None:
+    """The cost of a protobuf body of `size` bytes bounded by its size alone (every object
+    takes two bytes on the wire at least), taken from `budget` when it fits; None when the
+    bound passes `max_objects` or the budget, and the body's objects must be counted. The
+    common case (a sender's batch of a few hundred spans) fits, and is never walked."""
+    bound = size // 2 + 1
+    if bound > max_objects:
+        return None
+    worst = RequestCost(bound, bound * OBJECT_COST + size * BYTE_COST)
+    return worst if budget.try_take(worst.bytes) else None
+
+
 def admit(
     body: bytes | bytearray,
     signal: str,
@@ -141,14 +153,9 @@ def admit(
     handed over); raises `Rejection` (counted) when the request is too large ever to fit, or
     does not fit now."""
     if encoding == "protobuf":
-        # Every object takes two bytes on the wire at least, so a body's size bounds them.
-        # When that bound fits, it is taken as the cost and the body is not walked at all
-        # (the common case: a sender's batch of a few hundred spans).
-        bound = len(body) // 2 + 1
-        if bound <= max_objects:
-            worst = RequestCost(bound, bound * OBJECT_COST + len(body) * BYTE_COST)
-            if budget.try_take(worst.bytes):
-                return worst
+        worst = admit_by_size(len(body), max_objects, budget)
+        if worst is not None:
+            return worst
     try:
         cost = request_cost(body, signal, encoding, max_objects)
     except TooLarge as exc:

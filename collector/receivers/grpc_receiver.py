@@ -50,6 +50,7 @@ from collector.receivers.delivery import (
     ReceiverStats,
     Rejection,
     admit,
+    admit_by_size,
     check_room,
     deliver_logs,
     deliver_spans,
@@ -57,7 +58,7 @@ from collector.receivers.delivery import (
     parse_protobuf,
     trace_response,
 )
-from collector.receivers.limits import MemoryBudget
+from collector.receivers.limits import MemoryBudget, RequestCost
 from collector.security import BearerTokenInterceptor
 
 __all__ = [
@@ -193,6 +194,7 @@ class GrpcReceiver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._executor: futures.ThreadPoolExecutor | None = None
+        self._large_executor: futures.ThreadPoolExecutor | None = None
         self._port = 0
         # RPCs in progress; touched on the event loop's thread only.
         self._active = 0
@@ -227,10 +229,14 @@ class GrpcReceiver:
             executor = futures.ThreadPoolExecutor(
                 max_workers=self._max_workers, thread_name_prefix="otlp-grpc"
             )
+            large_executor = futures.ThreadPoolExecutor(
+                max_workers=self._max_workers, thread_name_prefix="otlp-grpc-large"
+            )
             try:
                 server, port = asyncio.run_coroutine_threadsafe(self._serve(), loop).result(30)
             except BaseException:
                 executor.shutdown(wait=False)
+                large_executor.shutdown(wait=False)
                 loop.call_soon_threadsafe(loop.stop)
                 thread.join(timeout=5)
                 loop.close()
@@ -239,6 +245,7 @@ class GrpcReceiver:
             self._loop = loop
             self._thread = thread
             self._executor = executor
+            self._large_executor = large_executor
             self._port = port
             log.info(
                 "OTLP/gRPC receiver listening on %s (port %d%s%s)",
@@ -287,23 +294,21 @@ class GrpcReceiver:
     def shutdown(self, grace_s: float = 5.0) -> None:
         """Stop accepting RPCs and give in-flight ones up to `grace_s` seconds to finish."""
         with self._lock:
-            server, loop, thread, executor = (
-                self._server,
-                self._loop,
-                self._thread,
-                self._executor,
-            )
+            server, loop, thread = self._server, self._loop, self._thread
+            executors = (self._executor, self._large_executor)
             self._server = None
             self._loop = None
             self._thread = None
             self._executor = None
+            self._large_executor = None
         if server is None or loop is None:
             return
         try:
             asyncio.run_coroutine_threadsafe(server.stop(grace_s), loop).result(grace_s + 10)
         finally:
-            if executor is not None:
-                executor.shutdown(wait=False, cancel_futures=True)
+            for executor in executors:
+                if executor is not None:
+                    executor.shutdown(wait=False, cancel_futures=True)
             loop.call_soon_threadsafe(loop.stop)
             if thread is not None:
                 thread.join(timeout=5)
@@ -338,7 +343,7 @@ class GrpcReceiver:
         self,
         requests: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext,
-        work: Callable[[bytes], Message],
+        work: Callable[[bytes, RequestCost | None], Message],
     ) -> Message:
         limits = self._limits
         if self._active >= limits.max_concurrent_rpcs:
@@ -359,7 +364,13 @@ class GrpcReceiver:
                     self._receive(requests), timeout=limits.receive_timeout_s
                 )
                 loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._executor, work, data)
+                # A request whose size bounds its cost within the budget goes straight to the
+                # workers; one that must be counted first (large, or the budget is short)
+                # is handled by threads of its own, so large requests cannot hold up small
+                # ones.
+                cost = admit_by_size(len(data), limits.max_request_objects, self._budget)
+                pool = self._executor if cost is not None else self._large_executor
+                return await loop.run_in_executor(pool, work, data, cost)
             except TimeoutError:
                 self._stats.add("receive_timeouts")
                 failure = _Abort(
@@ -380,21 +391,24 @@ class GrpcReceiver:
         signal: str,
         parse: Callable[[bytes], Req],
         deliver: Callable[[Req, bytes], ExportOutcome],
+        cost: RequestCost | None,
     ) -> ExportOutcome:
-        """On a worker thread: count, budget, parse, decode and hand over one request."""
+        """On a worker thread: count and budget (unless `cost` was taken already), parse,
+        decode and hand over one request."""
         started = time.thread_time()
-        taken = 0
+        taken = cost.bytes if cost is not None else 0
         try:
             check_room(self._consumer, len(data), self._stats)
-            cost = admit(
-                data,
-                signal,
-                "protobuf",
-                self._limits.max_request_objects,
-                self._budget,
-                self._stats,
-            )
-            taken = cost.bytes
+            if cost is None:
+                cost = admit(
+                    data,
+                    signal,
+                    "protobuf",
+                    self._limits.max_request_objects,
+                    self._budget,
+                    self._stats,
+                )
+                taken = cost.bytes
             request, data = parse_protobuf(data, cost, signal, self._max_value_depth, parse)
             return deliver(request, data)
         except Rejection as exc:
@@ -424,7 +438,9 @@ class GrpcReceiver:
                 self._budget.give_back(taken)
             self._stats.add_cpu(time.thread_time() - started)
 
-    def _trace_work(self, data: bytes) -> trace_service_pb2.ExportTraceServiceResponse:
+    def _trace_work(
+        self, data: bytes, cost: RequestCost | None
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
         outcome = self._work(
             data,
             "traces",
@@ -436,10 +452,13 @@ class GrpcReceiver:
                 max_value_depth=self._max_value_depth,
                 raw=RawRequest("traces", "protobuf", body),
             ),
+            cost,
         )
         return trace_response(outcome)
 
-    def _logs_work(self, data: bytes) -> logs_service_pb2.ExportLogsServiceResponse:
+    def _logs_work(
+        self, data: bytes, cost: RequestCost | None
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
         outcome = self._work(
             data,
             "logs",
@@ -451,6 +470,7 @@ class GrpcReceiver:
                 max_value_depth=self._max_value_depth,
                 raw=RawRequest("logs", "protobuf", body),
             ),
+            cost,
         )
         return logs_response(outcome)
 

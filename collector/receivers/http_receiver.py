@@ -59,6 +59,7 @@ from collector.receivers.delivery import (
     ReceiverStats,
     Rejection,
     admit,
+    admit_by_size,
     check_room,
     deliver_logs,
     deliver_spans,
@@ -67,7 +68,7 @@ from collector.receivers.delivery import (
     retry_after_seconds,
     trace_response,
 )
-from collector.receivers.limits import DECODERS, BodyError, MemoryBudget, inflate
+from collector.receivers.limits import DECODERS, BodyError, MemoryBudget, RequestCost, inflate
 from collector.security import UNAUTHENTICATED_MESSAGE, bearer_matches
 
 __all__ = ["DEFAULT_HTTP_MAX_BODY_BYTES", "HEALTH_PATH", "HttpLimits", "HttpReceiver"]
@@ -303,6 +304,7 @@ class HttpReceiver:
         self._server: asyncio.Server | None = None
         self._workers: futures.ThreadPoolExecutor | None = None
         self._probes: futures.ThreadPoolExecutor | None = None
+        self._large: futures.ThreadPoolExecutor | None = None
         self._port = 0
         # Touched on the event loop's thread only.
         self._open = 0
@@ -362,6 +364,9 @@ class HttpReceiver:
             self._probes = futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="otlp-http-probe"
             )
+            self._large = futures.ThreadPoolExecutor(
+                max_workers=self.limits.max_workers, thread_name_prefix="otlp-http-large"
+            )
             self._loop = loop
             self._thread = thread
             self._server = server
@@ -395,7 +400,7 @@ class HttpReceiver:
         close every connection."""
         with self._lock:
             server, loop, thread = self._server, self._loop, self._thread
-            workers, probes = self._workers, self._probes
+            pools = (self._workers, self._probes, self._large)
             self._server = None
             self._loop = None
             self._thread = None
@@ -411,7 +416,7 @@ class HttpReceiver:
                 thread.join(timeout=5)
             if not loop.is_running():
                 loop.close()
-            for pool in (workers, probes):
+            for pool in pools:
                 if pool is not None:
                     pool.shutdown(wait=False, cancel_futures=True)
 
@@ -651,9 +656,27 @@ class HttpReceiver:
         try:
             body, held = await self._read_body(request, reader, writer)
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._workers, self._decode_and_deliver, body, encoding, media_type, traces
-            )
+            cost = None
+            if encoding == "identity" and media_type == _PROTOBUF:
+                cost = admit_by_size(len(body), limits.max_request_objects, self.budget)
+            data: bytes | bytearray = body
+            if cost is None:
+                # Inflating, or counting the objects of a body too large to be bounded by its
+                # size, runs on threads of its own, so large requests cannot hold up small
+                # ones on the decoding workers.
+                prepared = await loop.run_in_executor(
+                    self._large, self._prepare, body, encoding, media_type, traces
+                )
+                if isinstance(prepared, _Response):
+                    return prepared
+                data, cost = prepared
+            del body
+            try:
+                return await loop.run_in_executor(
+                    self._workers, self._decode_and_deliver, data, cost, media_type, traces
+                )
+            finally:
+                self.budget.give_back(cost.bytes)
         finally:
             if held:
                 self.budget.give_back(held)
@@ -787,14 +810,14 @@ class HttpReceiver:
                 return
         raise _HttpError(400, code_pb2.INVALID_ARGUMENT, "too many chunked trailers")
 
-    def _decode_and_deliver(
+    def _prepare(
         self, body: bytearray, encoding: str, media_type: str, traces: bool
-    ) -> _Response:
-        """On a worker thread: inflate, count and budget, parse, decode and hand over."""
+    ) -> tuple[bytes | bytearray, RequestCost] | _Response:
+        """On a thread for large requests: inflate, count and budget. Returns the body to
+        decode and its cost (taken from the budget), or the response refusing it."""
         stats = self.stats_counter
         signal: Literal["traces", "logs"] = "traces" if traces else "logs"
         started = time.thread_time()
-        taken = 0
         data: bytes | bytearray = body
         try:
             if encoding != "identity":
@@ -818,9 +841,55 @@ class HttpReceiver:
                 self.budget,
                 stats,
             )
-            taken = cost.bytes
+            return data, cost
+        except Rejection as exc:
+            return self._rejection(media_type, exc)
+        except Refused as exc:
+            return self._refused(media_type, exc)
+        except Exception:
+            log.exception("OTLP/HTTP export failed")
+            stats.add("internal_errors")
+            return self._status(
+                media_type, 500, code_pb2.INTERNAL, "internal error while handling the export"
+            )
+        finally:
+            stats.add_cpu(time.thread_time() - started)
+
+    def _rejection(self, media_type: str, exc: Rejection) -> _Response:
+        if exc.retryable:
+            seconds = retry_after_seconds(exc.retry_after_s)
+            return self._status(
+                media_type,
+                503,
+                code_pb2.UNAVAILABLE,
+                exc.message,
+                headers=(("Retry-After", str(seconds)),),
+                retry_after_s=float(seconds),
+            )
+        return self._status(media_type, 413, code_pb2.RESOURCE_EXHAUSTED, exc.message)
+
+    def _refused(self, media_type: str, exc: Refused) -> _Response:
+        seconds = retry_after_seconds(exc.retry_after_s)
+        return self._status(
+            media_type,
+            503,
+            code_pb2.UNAVAILABLE,
+            str(exc) or "pipeline is full",
+            headers=(("Retry-After", str(seconds)),),
+            retry_after_s=float(seconds),
+        )
+
+    def _decode_and_deliver(
+        self, body: bytes | bytearray, cost: RequestCost, media_type: str, traces: bool
+    ) -> _Response:
+        """On a worker thread: parse, decode and hand over a counted and budgeted request."""
+        stats = self.stats_counter
+        signal: Literal["traces", "logs"] = "traces" if traces else "logs"
+        started = time.thread_time()
+        try:
+            check_room(self.consumer, len(body), stats)
+            data = bytes(body)
             del body
-            data = bytes(data)
             response: Message
             if traces:
                 if media_type == _JSON:
@@ -857,30 +926,12 @@ class HttpReceiver:
                     )
                 )
         except Rejection as exc:
-            if exc.retryable:
-                seconds = retry_after_seconds(exc.retry_after_s)
-                return self._status(
-                    media_type,
-                    503,
-                    code_pb2.UNAVAILABLE,
-                    exc.message,
-                    headers=(("Retry-After", str(seconds)),),
-                    retry_after_s=float(seconds),
-                )
-            return self._status(media_type, 413, code_pb2.RESOURCE_EXHAUSTED, exc.message)
+            return self._rejection(media_type, exc)
         except OtlpDecodeError as exc:
             stats.add("decode_errors")
             return self._status(media_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         except Refused as exc:
-            seconds = retry_after_seconds(exc.retry_after_s)
-            return self._status(
-                media_type,
-                503,
-                code_pb2.UNAVAILABLE,
-                str(exc) or "pipeline is full",
-                headers=(("Retry-After", str(seconds)),),
-                retry_after_s=float(seconds),
-            )
+            return self._refused(media_type, exc)
         except Exception:
             log.exception("OTLP/HTTP export failed")
             stats.add("internal_errors")
@@ -888,8 +939,6 @@ class HttpReceiver:
                 media_type, 500, code_pb2.INTERNAL, "internal error while handling the export"
             )
         finally:
-            if taken:
-                self.budget.give_back(taken)
             stats.add_cpu(time.thread_time() - started)
         return _Response(200, _encode(response, media_type), media_type)
 
