@@ -457,12 +457,20 @@ class HttpReceiver:
         except Exception:
             log.debug("OTLP/HTTP connection from %s failed", peer, exc_info=True)
         finally:
-            self._open -= 1
-            self._per_peer[peer] -= 1
-            if self._per_peer[peer] <= 0:
-                del self._per_peer[peer]
-            self._writers.discard(writer)
-            writer.transport.abort()
+            # Flush what is left of the last response, briefly; a peer that does not read it
+            # is cut.
+            try:
+                writer.close()
+                await asyncio.wait_for(writer.wait_closed(), timeout=_LINGER_SECONDS)
+            except (TimeoutError, ConnectionError, OSError, ssl.SSLError):
+                pass
+            finally:
+                writer.transport.abort()
+                self._open -= 1
+                self._per_peer[peer] -= 1
+                if self._per_peer[peer] <= 0:
+                    del self._per_peer[peer]
+                self._writers.discard(writer)
 
     async def _read_head(self, reader: asyncio.StreamReader, first: bool) -> bytes | None:
         """The request line and headers, or None when the client closed between requests.

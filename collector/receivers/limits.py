@@ -26,14 +26,19 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 __all__ = [
     "BYTE_COST",
+    "DECODERS",
     "OBJECT_COST",
+    "PARSER_MAX_DEPTH",
     "BodyError",
     "MemoryBudget",
     "RequestCost",
     "TooLarge",
     "count_json_objects",
     "count_protobuf_objects",
+    "cut_deep_values",
     "inflate",
+    "needs_cut",
+    "request_cost",
 ]
 
 # Memory a decode takes, measured with upb and the decoder on CPython 3.11: about 170 bytes
