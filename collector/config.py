@@ -63,6 +63,9 @@ class GrpcReceiverConfig:
     # Past it a call is refused with UNAVAILABLE and a retry delay (counted as
     # rpcs_over_limit).
     max_concurrent_rpcs: int = 64
+    # Open connections from all senders together; past it grpcio closes a new connection as
+    # soon as it is accepted (inside grpcio, so not counted by the receiver).
+    max_connections: int = 1024
     # Calls open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). Enforced
     # by grpcio's HTTP/2 layer (a stream past it is refused there), which the receiver cannot
     # count; calls past max_concurrent_rpcs are counted.
@@ -384,6 +387,7 @@ class Config:
             "receivers.http.socket_timeout_s": self.receivers.http.socket_timeout_s,
             "receivers.grpc.max_concurrent_rpcs": self.receivers.grpc.max_concurrent_rpcs,
             "receivers.grpc.max_concurrent_streams": self.receivers.grpc.max_concurrent_streams,
+            "receivers.grpc.max_connections": self.receivers.grpc.max_connections,
             "receivers.grpc.receive_timeout_s": self.receivers.grpc.receive_timeout_s,
             "receivers.grpc.max_metadata_bytes": self.receivers.grpc.max_metadata_bytes,
             "receivers.grpc.keepalive_time_s": self.receivers.grpc.keepalive_time_s,

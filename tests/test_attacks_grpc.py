@@ -271,3 +271,34 @@ def test_idle_and_old_connections_are_closed() -> None:
                 client.close()
         finally:
             receiver.shutdown(0)
+
+
+def test_connections_are_capped() -> None:
+    consumer = RecordingConsumer()
+    receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=GrpcLimits(max_connections=5))
+    receiver.start()
+    socks: list[socket.socket] = []
+    try:
+        socks = [socket.create_connection(("127.0.0.1", receiver.port)) for _ in range(10)]
+        time.sleep(0.5)
+        closed = 0
+        for sock in socks:
+            sock.settimeout(0.2)
+            try:
+                if not sock.recv(65536):
+                    closed += 1
+            except TimeoutError:
+                pass
+            except OSError:
+                closed += 1
+        assert closed >= 5
+        for sock in socks:
+            sock.close()
+        time.sleep(0.3)
+        # Once the connections are gone, senders get in again.
+        with grpc.insecure_channel(f"127.0.0.1:{receiver.port}") as channel:
+            assert channel.unary_unary(TRACE_EXPORT)(b"", timeout=5) == b""
+    finally:
+        for sock in socks:
+            sock.close()
+        receiver.shutdown(0)

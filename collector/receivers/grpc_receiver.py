@@ -84,6 +84,7 @@ class GrpcLimits:
 
     max_concurrent_rpcs: int = 64
     max_concurrent_streams: int = 16
+    max_connections: int = 1024
     receive_timeout_s: float = 10.0
     max_metadata_bytes: int = 16 * 1024
     keepalive_time_s: float = 60.0
@@ -100,6 +101,7 @@ class GrpcLimits:
         return [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_concurrent_streams", self.max_concurrent_streams),
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
             ("grpc.max_metadata_size", self.max_metadata_bytes),
             ("grpc.keepalive_time_ms", ms(self.keepalive_time_s)),
             ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout_s)),
