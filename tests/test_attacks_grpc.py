@@ -152,6 +152,7 @@ def steady_sender(port: int, headers: tuple[tuple[str, str], ...] = ()) -> Itera
         thread.join(timeout=15)
         exporter.shutdown()
         provider.shutdown()
+        print(f"steady sender: {results.count('ok')}/{len(results)} ok")
 
 
 def receiver_with(consumer: RecordingConsumer, **kwargs: object) -> GrpcReceiver:
