@@ -119,8 +119,9 @@ class HttpReceiverConfig:
     max_header_bytes: int = 64 * 1024
     # Export requests in progress at once (reading their body, waiting for a worker or
     # decoding); past it a request is answered 503 with Retry-After before its body is read
-    # (counted as requests_over_limit).
-    max_concurrent_requests: int = 64
+    # (counted as requests_over_limit). Larger than max_connections_per_peer, so one peer
+    # sending slow bodies cannot take every slot.
+    max_concurrent_requests: int = 256
     # Requests decoded at once (worker threads); the rest wait, their memory held in
     # receivers.memory_budget_bytes. As many threads again inflate compressed bodies and count
     # the objects of bodies too large for their size to bound their cost, so those cannot
@@ -424,6 +425,14 @@ class Config:
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"{key} must be greater than 0, got {value}")
+        if (
+            self.receivers.http.max_concurrent_requests
+            <= self.receivers.http.max_connections_per_peer
+        ):
+            raise ConfigError(
+                "receivers.http.max_concurrent_requests must exceed "
+                "receivers.http.max_connections_per_peer (one peer must not take every slot)"
+            )
         if self.receivers.http.max_connections_per_peer > self.receivers.http.max_connections:
             raise ConfigError(
                 "receivers.http.max_connections_per_peer must not exceed "
