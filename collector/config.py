@@ -63,6 +63,10 @@ class GrpcReceiverConfig:
     # Past it a call is refused with UNAVAILABLE and a retry delay (counted as
     # rpcs_over_limit).
     max_concurrent_rpcs: int = 64
+    # Export calls in progress at once from one IP address; past it a call is refused with
+    # UNAVAILABLE and a retry delay (counted as rpcs_over_peer_limit). Below
+    # max_concurrent_rpcs, so one peer holding calls open cannot take every slot.
+    max_concurrent_rpcs_per_peer: int = 16
     # Open connections from all senders together; past it grpcio closes a new connection as
     # soon as it is accepted (inside grpcio, so not counted by the receiver).
     max_connections: int = 1024
@@ -387,6 +391,9 @@ class Config:
             "receivers.http.max_body_bytes": self.receivers.http.max_body_bytes,
             "receivers.http.socket_timeout_s": self.receivers.http.socket_timeout_s,
             "receivers.grpc.max_concurrent_rpcs": self.receivers.grpc.max_concurrent_rpcs,
+            "receivers.grpc.max_concurrent_rpcs_per_peer": (
+                self.receivers.grpc.max_concurrent_rpcs_per_peer
+            ),
             "receivers.grpc.max_concurrent_streams": self.receivers.grpc.max_concurrent_streams,
             "receivers.grpc.max_connections": self.receivers.grpc.max_connections,
             "receivers.grpc.receive_timeout_s": self.receivers.grpc.receive_timeout_s,

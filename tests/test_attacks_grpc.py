@@ -38,8 +38,18 @@ class StallingClient:
     """Keeps `streams` unfinished gRPC calls open on one HTTP/2 connection, opening a new one
     whenever the server ends one, until stopped."""
 
-    def __init__(self, port: int, streams: int, metadata: list[tuple[str, str]] = ()) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=1)
+    def __init__(
+        self,
+        port: int,
+        streams: int,
+        metadata: list[tuple[str, str]] = (),
+        source: str = "127.0.0.1",
+        max_opened: int = 500,
+    ) -> None:
+        self.sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=1, source_address=(source, 0)
+        )
+        self.max_opened = max_opened
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         self.streams = streams
         self.metadata = list(metadata)
@@ -57,7 +67,7 @@ class StallingClient:
         self.thread.start()
 
     def _top_up(self) -> None:
-        while len(self.open) < self.streams:
+        while len(self.open) < self.streams and self.opened < self.max_opened:
             stream = self.conn.get_next_available_stream_id()
             headers = [
                 (":method", "POST"),
@@ -200,6 +210,28 @@ def test_unauthenticated_streams_hold_no_worker() -> None:
     finally:
         receiver.shutdown(0)
     assert len(results) >= 8
+    assert results.count("fail") == 0, results
+
+
+def test_one_peer_holding_calls_open_cannot_take_every_slot() -> None:
+    consumer = RecordingConsumer()
+    receiver = receiver_with(consumer)
+    attackers: list[StallingClient] = []
+    try:
+        # Five connections from one address, sixteen unfinished calls on each.
+        attackers = [
+            StallingClient(receiver.port, streams=16, source="127.0.0.6", max_opened=100)
+            for _ in range(5)
+        ]
+        time.sleep(0.5)
+        with steady_sender(receiver.port) as results:
+            time.sleep(4)
+        assert receiver.stats["rpcs_over_peer_limit"] >= 5 * 16 - 16
+    finally:
+        for attacker in attackers:
+            attacker.close()
+        receiver.shutdown(0)
+    assert len(results) >= 10
     assert results.count("fail") == 0, results
 
 
