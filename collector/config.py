@@ -433,6 +433,14 @@ class Config:
             if value <= 0:
                 raise ConfigError(f"{key} must be greater than 0, got {value}")
         if (
+            self.receivers.grpc.max_concurrent_rpcs_per_peer
+            >= self.receivers.grpc.max_concurrent_rpcs
+        ):
+            raise ConfigError(
+                "receivers.grpc.max_concurrent_rpcs_per_peer must be below "
+                "receivers.grpc.max_concurrent_rpcs (one peer must not take every slot)"
+            )
+        if (
             self.receivers.http.max_concurrent_requests
             <= self.receivers.http.max_connections_per_peer
         ):
