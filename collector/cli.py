@@ -788,7 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     stdout = sys.stdout
-    sys.stdout = _SafeOutput(stdout)  # type: ignore[assignment]
+    sys.stdout = _SafeOutput(stdout)
     try:
         return int(args.func(args))
     except (ConfigError, StoreError, queries.QueryError, OtlpDecodeError) as exc:
