@@ -72,15 +72,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from collector.service import Service
 
     config = _config(args)
-    service = Service(config)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: Any) -> None:
         log.info("received %s: stopping, flushing everything accepted", signal.Signals(signum).name)
         stop.set()
 
+    # Before the store and the spool are opened: a stop asked for at any moment from here on
+    # still replays the spool and stores what it holds.
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    service = Service(config)
     service.start()
     log.info(
         "mast-otel %s: OTLP/gRPC on %s, OTLP/HTTP on %s, store %s (database %s)",
@@ -98,8 +100,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     while not stop.wait(1.0):
         pass
-    service.stop()
-    log.info("stopped; everything accepted is stored")
+    report = service.stop()
+    if report.complete:
+        log.info("stopped; %s", report.describe())
+    else:
+        log.error("stopped; %s", report.describe())
     return 0
 
 

@@ -192,6 +192,11 @@ class Spool:
     def replaying(self) -> bool:
         return bool(self._replay)
 
+    @property
+    def replay_segments_left(self) -> int:
+        """Segments left by the previous process not yet read by `replay`."""
+        return len(self._replay)
+
     # -- appending ----------------------------------------------------------------------------
 
     def append(self, kind: RecordKind, payload: bytes) -> SpoolEntry:
