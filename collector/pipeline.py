@@ -534,6 +534,8 @@ class Pipeline:
                 self.process_logs(batch.items, source=batch)
             else:
                 self.stats.findings += len(batch.items)
+                for finding in batch.items:
+                    self.redactor.finding(finding)
                 self.exporter.add_findings(batch.items)
         except Exception:
             # A bug must not take the collector down with every run in flight.
@@ -852,6 +854,12 @@ class Pipeline:
         for finding in out.findings:
             by_mode[finding.mode] = by_mode.get(finding.mode, 0) + 1
         self.stats.signatures += len(out.signatures)
+        # Detectors quote what the (redacted) steps carried; this is the last guard before
+        # the store, for what a detector or a rule change could let through.
+        for finding in out.findings:
+            self.redactor.finding(finding)
+        for signature in out.signatures:
+            self.redactor.signature(signature)
         if out.findings:
             self.exporter.add_findings(out.findings)
         if out.signatures:
