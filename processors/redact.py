@@ -66,7 +66,7 @@ DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
     r"(?i:--?(?:token|password|passwd|secret|api[-_]?key|access[-_]?key|client[-_]secret"
     r"|auth[-_]?token))(?:=|\s+)(?P<secret>[^\s\"']+)",
     # curl's user:password.
-    r"(?<![\w-])(?:-u|--user)\s+[^\s:\"']{1,256}:(?P<secret>[^\s\"']+)",
+    r"(?<![\w-])(?:-u|--user)[ \t]+[^\s:\"']{1,256}:(?P<secret>[^\s\"']+)",
     # key=value and "key": "value" forms, camelCase keys included ("dbPassword=...").
     r"(?i:(?:password|passwd|pwd|passphrase|secret|api[-_]?key|token|access[-_]?token"
     r"|client[-_]?secret|credentials?)\b)"
@@ -122,7 +122,7 @@ _HINTS: dict[str, str] = dict(
             r"://[^\s:/?#@]+:[^\s@/?#]+@",
             r"-(?:token|passw(?:or)?d|secret|api[-_]?key|access[-_]?key|client[-_]secret"
             rf"|auth[-_]?token)(?:=|{_WS})",
-            rf"-(?:u|-user){_WS}+[^\s:]+:",
+            r"-(?:u|-user)[ \t]+[^\s:]+:",
             rf"(?:passw(?:or)?d|pwd|passphrase|secret|key|token|credentials?){_HQ}{_WS}*[:=]",
             rf"(?:accountkey|sharedaccesskey|sharedaccesssignature){_WS}*=",
             r"[?&]sig=[a-z0-9%+/=]{16}",
