@@ -286,6 +286,8 @@ class Pipeline:
         self._stop = threading.Event()
         self.stop_report: StopReport | None = None
         self._replay_cut_short = False
+        # While replaying: when the request being replayed arrived, on `clock` (see `_arrival`).
+        self._replay_now: float | None = None
         self._worker: threading.Thread | None = None
         self._last_tick = 0.0
         self._listeners: list[Callable[[WindowOutput], None]] = []
@@ -526,12 +528,12 @@ class Pipeline:
             self._queued_bytes -= batch.size
         self._process(batch)
 
-    def _process(self, batch: _Batch) -> None:
+    def _process(self, batch: _Batch, now: float | None = None) -> None:
         try:
             if batch.kind == "spans":
-                self.process_spans(batch.items, source=batch)
+                self.process_spans(batch.items, now, source=batch)
             elif batch.kind == "logs":
-                self.process_logs(batch.items, source=batch)
+                self.process_logs(batch.items, now, source=batch)
             else:
                 self.stats.findings += len(batch.items)
                 for finding in batch.items:
@@ -582,7 +584,10 @@ class Pipeline:
             batch.replayed = True
             batch.stored = entry.seq in recovered.stored
             self.stats.replayed_requests += 1
-            self._process(batch)
+            # The windows' clock follows the requests' arrival while they are replayed, so a
+            # run is not closed as idle before its later requests are replayed.
+            self._replay_now = self._arrival(entry)
+            self._process(batch, self._replay_now)
             if not self._wait_for_room():
                 log.error(
                     "stopping while the store refuses writes: the replay ends here and the "
@@ -591,12 +596,24 @@ class Pipeline:
                 self._replay_cut_short = True
                 break
             self._maybe_tick()
+        self._replay_now = None
         log.info(
             "replay done: %d request(s) in %.1f s, %d run(s) rebuilt and open",
             self.stats.replayed_requests,
             time.monotonic() - started,
             self.windows.active_runs,
         )
+
+    def _arrival(self, entry: SpoolEntry) -> float:
+        """When a replayed request arrived, on the pipeline's clock, at the latest: its
+        segment's last write. A rebuilt run's idle time counts from there, not from the
+        restart, so runs whose end never came close once idle past `windows.idle_timeout_s`
+        instead of holding their segments (and being replayed again) at every restart."""
+        now = self.clock()
+        written = self.spool.written_at(entry.segment) if self.spool is not None else None
+        if written is None:
+            return now
+        return now - min(max(0.0, time.time() - written), self.config.windows.idle_timeout_s)
 
     def _wait_for_room(self) -> bool:
         """Wait while the store's buffer is full (the writes go on on the store's thread).
@@ -732,7 +749,8 @@ class Pipeline:
 
     def tick(self, now: float) -> None:
         started = _cpu()
-        self._emit(self._guarded(lambda: self.windows.tick(now)))
+        windows_now = now if self._replay_now is None else self._replay_now
+        self._emit(self._guarded(lambda: self.windows.tick(windows_now)))
         self._relieve_spool()
         ticked = _cpu()
         self.stage_seconds["detect"] += ticked - started
