@@ -550,12 +550,14 @@ def _since(value: str | None, flag: str = "--since") -> int | None:
 # Terminal control characters: C0 (but newline and tab, which the caller handles), DEL and
 # C1. Printed raw, a stored name could move the cursor, retitle the window, hide text or, on
 # some terminals, answer back; they are shown as escapes instead.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Bidirectional overrides and isolates reorder what follows them on screen: escaped too.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(match: re.Match[str]) -> str:
-    return f"\\x{ord(match[0]):02x}"
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _shown(value: Any) -> str:

@@ -377,7 +377,12 @@ class Redactor:
         maps = [record.attributes, record.resource_attributes]
         maps.extend(event.attributes for event in record.events)
         maps.extend(link.attributes for link in record.links)
-        names: list[AttrValue] = [record.name, record.status_message, record.service_name]
+        names: list[AttrValue] = [
+            record.name,
+            record.status_message,
+            record.service_name,
+            record.scope_name,
+        ]
         names.extend(event.name for event in record.events)
         self._prepare(scan, maps, names)
         for attributes in maps:
@@ -386,6 +391,7 @@ class Redactor:
             record.name = self._text(record.name)
             record.status_message = self._text(record.status_message)
             record.service_name = self._text(record.service_name)
+            record.scope_name = self._text(record.scope_name)
             for event in record.events:
                 event.name = self._text(event.name)
 

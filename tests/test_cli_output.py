@@ -16,8 +16,8 @@ from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 BASE = (T0 // MINUTE) * MINUTE
 # Set the window title, clear the screen, a C1 control sequence introducer, a bell, and a
 # line of its own.
-HOSTILE = "svc\x1b]0;owned\x07\x1b[2J\x9b31m\x00\r\nFAKE LINE"
-CONTROLS = ("\x1b", "\x07", "\x9b", "\x00", "\r")
+HOSTILE = "svc\x1b]0;owned\x07\x1b[2J\x9b31m\x00\r\nFAKE LINE\u202edesrever"
+CONTROLS = ("\x1b", "\x07", "\x9b", "\x00", "\r", "\u202e")
 
 
 @pytest.fixture(scope="module")
