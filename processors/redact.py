@@ -575,7 +575,7 @@ class Redactor:
     def _text(self, text: str) -> str:
         if len(text) < _MIN_SCANNED:
             return text
-        if self._json and text.lstrip()[:1] in _JSON_STARTS:
+        if self._json and _JSON_START.match(text) is not None:
             text = self._json_text(text)
         if self._rules:
             data = _utf8(text)
@@ -622,7 +622,8 @@ class Redactor:
         )
 
 
-_JSON_STARTS = ("{", "[")
+# What a string holding a JSON object or array starts with.
+_JSON_START = re.compile(r"\s*[\[{]")
 
 
 def _collect_text(value: AttrValue, out: list[str], raw: list[bytes]) -> None:
