@@ -487,7 +487,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(timeline))
         return 0
     for line in run_steps.render(timeline):
-        print(line)
+        # One printed line per rendered line, whatever a stored value holds.
+        print(_shown(line))
     return 0
 
 
