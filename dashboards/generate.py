@@ -13,7 +13,7 @@ import yaml
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 from dashboards import (
-    alerts,
+    alert_rules,
     collector_health,
     model_comparison,
     overview,
@@ -61,11 +61,11 @@ def artifacts() -> dict[str, str]:
     files = {f"{GENERATED_DIR}/{uid}.json": _json(data) for uid, data in dashboards().items()}
     files[f"{GRAFANA_DIR}/datasources/mast-otel.yaml"] = _yaml(provisioning.datasources_file())
     files[f"{GRAFANA_DIR}/dashboards/mast-otel.yaml"] = _yaml(provisioning.dashboards_file())
-    files[f"{GRAFANA_DIR}/alerting/mast-otel-rules.yaml"] = _yaml(alerts.grafana_rule_file())
+    files[f"{GRAFANA_DIR}/alerting/mast-otel-rules.yaml"] = _yaml(alert_rules.grafana_rule_file())
     files[f"{GRAFANA_DIR}/alerting/mast-otel-contact-points.yaml"] = _yaml(
         provisioning.contact_points_file()
     )
-    files[PROMETHEUS_RULES] = _yaml(alerts.prometheus_rules())
+    files[PROMETHEUS_RULES] = _yaml(alert_rules.prometheus_rules())
     return files
 
 

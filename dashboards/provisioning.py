@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dashboards.alerts import FOLDER_TITLE, FOLDER_UID
+from dashboards.alert_rules import FOLDER_TITLE, FOLDER_UID
 from dashboards.clickhouse import CLICKHOUSE_UID, PLUGIN_ID, PROMETHEUS_UID
 from dashboards.variables import DEFAULT_DATABASE
 

@@ -12,7 +12,7 @@ from typing import Any
 from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException
 
-from dashboards import alerts, generate, provisioning
+from dashboards import alert_rules, generate, provisioning
 from dashboards.variables import DEFAULT_DATABASE
 
 
@@ -82,11 +82,11 @@ def push(
     report = PushReport()
     step = "folder"
     try:
-        if _exists(api.folder.get_folder, alerts.FOLDER_UID):
-            report.updated.append(f"folder {alerts.FOLDER_UID}")
+        if _exists(api.folder.get_folder, alert_rules.FOLDER_UID):
+            report.updated.append(f"folder {alert_rules.FOLDER_UID}")
         else:
-            api.folder.create_folder(alerts.FOLDER_TITLE, uid=alerts.FOLDER_UID)
-            report.created.append(f"folder {alerts.FOLDER_UID}")
+            api.folder.create_folder(alert_rules.FOLDER_TITLE, uid=alert_rules.FOLDER_UID)
+            report.created.append(f"folder {alert_rules.FOLDER_UID}")
 
         sources = [provisioning.clickhouse_datasource(clickhouse)]
         if prometheus_url:
@@ -106,7 +106,7 @@ def push(
             result = api.dashboard.update_dashboard(
                 {
                     "dashboard": with_database(dashboard, clickhouse.database),
-                    "folderUid": alerts.FOLDER_UID,
+                    "folderUid": alert_rules.FOLDER_UID,
                     "overwrite": True,
                     "message": "mast-otel dashboards push",
                 }
@@ -114,7 +114,7 @@ def push(
             version = result.get("version", 1) if isinstance(result, dict) else 1
             (report.created if version == 1 else report.updated).append(f"dashboard {uid}")
 
-        for rule in alerts.grafana_rules(clickhouse.database):
+        for rule in alert_rules.grafana_rules(clickhouse.database):
             uid = rule["uid"]
             step = f"alert rule {uid}"
             if _exists(api.alertingprovisioning.get_alertrule, uid):

@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from processors import conventions
+from processors.dispatch import closing_plan, dispatch_plan, stamp_findings
 from processors.judge import Transcript
 from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
-from processors.run import DetectorRun, DispatchPlan, Run, most_common, run_outcome
+from processors.run import DetectorRun, DispatchPlan, Run, run_outcome
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
@@ -71,20 +72,6 @@ class WindowConfig:
 
 # Opens the per-run state of every enabled detector.
 OpenDetectors = Callable[[Run], list[DetectorRun]]
-
-
-def dispatch_plan(detectors: Iterable[DetectorRun]) -> DispatchPlan:
-    """Which detectors each kind of step goes to, in the detectors' order."""
-    listed = list(detectors)
-    return {
-        kind: tuple(i for i, d in enumerate(listed) if d.kinds is None or kind in d.kinds)
-        for kind in StepKind
-    }
-
-
-def closing_plan(detectors: Iterable[DetectorRun]) -> tuple[int, ...]:
-    """The positions of the detectors that decide anything when a run closes."""
-    return tuple(i for i, d in enumerate(detectors) if type(d).on_close is not DetectorRun.on_close)
 
 
 def _start_order(pending: tuple[float, Step]) -> tuple[int, int]:
@@ -368,12 +355,12 @@ class RunWindows:
                 for i in plan[_HANDOFF]:
                     produced = detectors[i].on_step(implied, run)
                     if produced:
-                        findings.extend(self._stamp(run, produced))
+                        findings.extend(stamp_findings(run, produced))
             run.record(step)
             for i in plan[step.kind]:
                 produced = detectors[i].on_step(step, run)
                 if produced:  # most steps produce nothing: skip the bookkeeping
-                    findings.extend(self._stamp(run, produced))
+                    findings.extend(stamp_findings(run, produced))
         return findings
 
     def _close(self, run: Run, reason: str) -> WindowOutput:
@@ -389,7 +376,7 @@ class RunWindows:
             for i in run.closing:
                 produced = detectors[i].on_close(run)
                 if produced:
-                    out.findings.extend(self._stamp(run, produced))
+                    out.findings.extend(stamp_findings(run, produced))
             out.signatures.append(run.signature())
             if self.keep_transcripts:
                 out.transcripts.append(Transcript(run.trace_id, tuple(run.window)))
@@ -400,18 +387,3 @@ class RunWindows:
             self._closed.popitem(last=False)
         self.stats.runs_closed[reason] += 1
         return out
-
-    @staticmethod
-    def _stamp(run: Run, findings: Iterable[Finding]) -> list[Finding]:
-        """Fill in the run-level context of findings and keep them for the signature."""
-        stamped = []
-        for finding in findings:
-            if not finding.service:
-                finding.service = most_common(run.services)
-            if not finding.model:
-                finding.model = most_common(run.models)
-            if not finding.agent:
-                finding.agent = most_common(run.agents)
-            run.mode_counts[finding.mode] += 1
-            stamped.append(finding)
-        return stamped

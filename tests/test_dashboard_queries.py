@@ -20,7 +20,7 @@ from collector.demo.dialects import DIALECTS
 from collector.demo.runner import otlp_exporter, run_agents
 from collector.service import Service
 from collector.store import ChdbStore
-from dashboards import alerts, generate, variables
+from dashboards import alert_rules, alerts, generate, variables
 from dashboards.clickhouse import PLUGIN_ID
 from dashboards.interpolate import (
     ALL,
@@ -390,7 +390,7 @@ def alerts_fatal() -> frozenset[str]:
 
 
 def test_grafana_rule_files_carry_the_tested_sql():
-    rules = {r["uid"]: r for r in alerts.grafana_rules()}
+    rules = {r["uid"]: r for r in alert_rules.grafana_rules()}
     for alert in alerts.CLICKHOUSE_ALERTS:
         (query,) = [q for q in rules[alert.uid]["data"] if q["refId"] == "A"]
         assert query["model"]["rawSql"] == alerts.clickhouse_sql(alert.key)

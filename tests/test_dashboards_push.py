@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dashboards import alerts, generate
+from dashboards import alert_rules, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "glsa_test_token"
@@ -209,7 +209,7 @@ def push(grafana: FakeGrafana, *auth: str) -> subprocess.CompletedProcess[str]:
 def test_push_installs_everything_then_updates_in_place(grafana):
     first = push(grafana, "--token", TOKEN)
     assert first.returncode == 0, first.stderr
-    n_rules = len(alerts.grafana_rules())
+    n_rules = len(alert_rules.grafana_rules())
     assert set(grafana.dashboards) == set(generate.dashboards())
     assert set(grafana.datasources) == {"mast-clickhouse", "mast-prometheus"}
     assert len(grafana.rules) == n_rules and set(grafana.folders) == {"mast-otel"}

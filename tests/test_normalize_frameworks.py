@@ -9,7 +9,7 @@ import json
 
 from processors.classify import ActionClassifier, ActionKind
 from processors.model import StepKind
-from processors.normalize import genai, normalize_span, values
+from processors.normalize import genai, normalize_span, payloads
 from processors.records import LogRecord, SpanEvent, SpanRecord
 
 MANIFEST = """apiVersion: apps/v1
@@ -60,21 +60,21 @@ def test_a_manifest_names_its_target_and_its_api_version_names_nothing():
 
 def test_call_wrappers_give_the_keyword_arguments():
     wrapped = '{"args": [], "sanitize_inputs_outputs": true, "kwargs": {"deployment": "checkout"}}'
-    assert json.loads(values.call_arguments(wrapped)) == {"deployment": "checkout"}
-    assert values.call_arguments('{"args": ["the task"], "kwargs": {}}') == "the task"
-    assert values.call_arguments('{"kwargs": 3, "x": 1}') == '{"kwargs": 3, "x": 1}'
-    assert values.call_arguments("plain") == "plain"
+    assert json.loads(payloads.call_arguments(wrapped)) == {"deployment": "checkout"}
+    assert payloads.call_arguments('{"args": ["the task"], "kwargs": {}}') == "the task"
+    assert payloads.call_arguments('{"kwargs": 3, "x": 1}') == '{"kwargs": 3, "x": 1}'
+    assert payloads.call_arguments("plain") == "plain"
 
 
 def test_a_tool_message_gives_its_content_whatever_its_call_id():
     results = [
-        values.tool_message_content(
+        payloads.tool_message_content(
             json.dumps({"type": "tool", "data": {"content": "0/3 ready", "tool_call_id": cid}})
         )
         for cid in ("call_1", "call_2")
     ]
     assert results == [("0/3 ready", "call_1"), ("0/3 ready", "call_2")]
-    assert values.tool_message_content('{"type": "ai"}') == ('{"type": "ai"}', "")
+    assert payloads.tool_message_content('{"type": "ai"}') == ('{"type": "ai"}', "")
 
 
 def test_smolagents_final_answer_is_the_answer_not_a_tool_call():

@@ -27,7 +27,7 @@ from processors.normalize import (
     genai,
     openinference,
     openllmetry,
-    values,
+    span_fields,
 )
 from processors.normalize.handoffs import mark_handoff
 from processors.normalize.values import MAX_TEXT
@@ -75,6 +75,6 @@ def normalize_log(record: LogRecord, max_text: int = MAX_TEXT) -> Step | None:
 
 def _bare_step(record: SpanRecord, dialect: str) -> Step | None:
     try:
-        return values.span_step(record, StepKind.OTHER, dialect)
+        return span_fields.span_step(record, StepKind.OTHER, dialect)
     except Exception:
         return None

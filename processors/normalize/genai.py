@@ -18,7 +18,7 @@ from typing import Any
 
 from processors.conventions import RUN_OUTCOME, RUN_SCORE
 from processors.model import Step, StepKind, ToolCallRequest
-from processors.normalize import values
+from processors.normalize import payloads, span_fields, values
 from processors.normalize.values import MAX_TEXT
 from processors.records import SpanRecord
 
@@ -99,7 +99,7 @@ def recognises(record: SpanRecord) -> bool:
     attrs = values.mapping(getattr(record, "attributes", None))
     if values.has_prefix(attrs, PREFIX):
         return True
-    return any(event.startswith(PREFIX) for event, _ in values.events_of(record))
+    return any(event.startswith(PREFIX) for event, _ in span_fields.events_of(record))
 
 
 def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
@@ -110,10 +110,10 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
 def build(record: SpanRecord, *, max_text: int = MAX_TEXT, dialect: str = DIALECT) -> Step:
     """Read every `gen_ai.*` field; OpenLLMetry reuses this for the GenAI names it emits."""
     attrs = values.mapping(getattr(record, "attributes", None))
-    events = values.events_of(record)
+    events = span_fields.events_of(record)
     operation = values.name(attrs.get(OPERATION)).lower()
 
-    step = values.span_step(record, _kind(operation, attrs, events), dialect)
+    step = span_fields.span_step(record, _kind(operation, attrs, events), dialect)
     step.operation = operation
     step.model = values.first_name(attrs, RESPONSE_MODEL, REQUEST_MODEL)
     step.agent = values.first_name(attrs, AGENT_NAME, AGENT_ID)
@@ -220,7 +220,7 @@ def _last_user_text(messages: list[Any]) -> str:
             return message
         is_mapping = type(message) is dict or isinstance(message, Mapping)
         if is_mapping and message.get(MESSAGE_ROLE) == ROLE_USER:
-            text = values.message_text(message)
+            text = payloads.message_text(message)
             if text:
                 return text
     return ""
@@ -253,8 +253,8 @@ def _event_body_text(event_attrs: Mapping[str, Any]) -> str:
     body = _event_body(event_attrs)
     message = values.parse_json(body.get(BODY_MESSAGE))
     if type(message) is dict or isinstance(message, Mapping):
-        return values.message_text(message)
-    return values.content_text(_blocks(body.get(BODY_CONTENT)))
+        return payloads.message_text(message)
+    return payloads.content_text(_blocks(body.get(BODY_CONTENT)))
 
 
 # Content blocks as Strands Agents (and Bedrock's Converse API) write them, a JSON list in the
@@ -298,7 +298,7 @@ def _tool_from_events(step: Step, events: list[tuple[str, Any]], max_text: int) 
             step.tool_arguments = values.truncate(values.render(body.get(BODY_CONTENT)), max_text)
         elif event == EVENT_CHOICE and not step.tool_result:
             blocks = _blocks(body.get(BODY_MESSAGE) or body.get(BODY_CONTENT))
-            step.tool_result = values.truncate(values.content_text(blocks), max_text)
+            step.tool_result = values.truncate(payloads.content_text(blocks), max_text)
         if not step.tool_call_id:
             step.tool_call_id = values.name(event_attrs.get("id"))
 
@@ -335,16 +335,16 @@ def _outputs(
         for body in choices:
             message = values.parse_json(body.get(BODY_MESSAGE))
             if type(message) is dict or isinstance(message, Mapping):
-                texts.append(values.message_text(message))
-                calls.extend(values.message_tool_calls(message, max_text))
+                texts.append(payloads.message_text(message))
+                calls.extend(payloads.message_tool_calls(message, max_text))
             elif isinstance(message, list):
-                texts.append(values.content_text(message))
+                texts.append(payloads.content_text(message))
                 calls.extend(_tool_uses(message, max_text))
             elif isinstance(body.get(BODY_MESSAGE), str) and not body.get(BODY_CONTENT):
                 texts.append(body[BODY_MESSAGE])
             else:
-                texts.append(values.content_text(_blocks(body.get(BODY_CONTENT))))
-            calls.extend(values.tool_calls_from(body.get(BODY_TOOL_CALLS), max_text))
+                texts.append(payloads.content_text(_blocks(body.get(BODY_CONTENT))))
+            calls.extend(payloads.tool_calls_from(body.get(BODY_TOOL_CALLS), max_text))
             finish = finish or values.name(body.get(BODY_FINISH_REASON))
         return "\n".join(text for text in texts if text), calls, finish
 
@@ -362,8 +362,8 @@ def _read_messages(messages: list[Any], max_text: int) -> tuple[str, list[ToolCa
     calls: list[ToolCallRequest] = []
     finish = ""
     for message in messages:
-        texts.append(values.message_text(message))
-        calls.extend(values.message_tool_calls(message, max_text))
+        texts.append(payloads.message_text(message))
+        calls.extend(payloads.message_tool_calls(message, max_text))
         if type(message) is dict or isinstance(message, Mapping):
             finish = finish or values.name(message.get(MESSAGE_FINISH_REASON))
     return "\n".join(text for text in texts if text), calls, finish

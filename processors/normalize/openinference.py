@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from processors.model import Step, StepKind, ToolCallRequest
-from processors.normalize import values
+from processors.normalize import payloads, span_fields, values
 from processors.normalize.values import MAX_TEXT
 from processors.records import SpanRecord
 
@@ -96,7 +96,7 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     kind = KINDS.get(span_kind, StepKind.OTHER)
     input_max = min(max_text, values.INPUT_TEXT_MAX)
 
-    step = values.span_step(record, kind, DIALECT)
+    step = span_fields.span_step(record, kind, DIALECT)
     step.operation = span_kind.lower()
     step.model = values.first_name(
         attrs, LLM_MODEL_NAME, LLM_RESPONSE_MODEL_NAME, LLM_REQUEST_MODEL_NAME, EMBEDDING_MODEL_NAME
@@ -132,8 +132,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         arguments = input_value or values.render(attrs.get(TOOL_PARAMETERS))
         # smolagents: `{"args": [], "kwargs": {...}}`; LangGraph: the whole ToolMessage as
         # the output (its per-call id must not make equal results differ).
-        step.tool_arguments = values.truncate(values.call_arguments(arguments), max_text)
-        result, call_id = values.tool_message_content(output_value)
+        step.tool_arguments = values.truncate(payloads.call_arguments(arguments), max_text)
+        result, call_id = payloads.tool_message_content(output_value)
         step.tool_call_id = step.tool_call_id or call_id
         step.tool_result = values.truncate(result, max_text)
         return step
@@ -192,7 +192,7 @@ def _messages(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]
 def _message_text(message: Mapping[str, Any]) -> str:
     content = message.get(MESSAGE_CONTENT)
     if values.present(content):
-        return values.content_text(content)
+        return payloads.content_text(content)
     texts: list[str] = []
     for part in _messages(message, MESSAGE_CONTENTS).values():
         part_type = part.get(MESSAGE_CONTENT_TYPE)
@@ -231,7 +231,7 @@ def _tool_calls(message: Mapping[str, Any], max_text: int) -> list[ToolCallReque
 
 
 def _final_answer_text(arguments: str) -> str:
-    parsed = values.parse_json(values.call_arguments(arguments))
+    parsed = values.parse_json(payloads.call_arguments(arguments))
     if isinstance(parsed, dict) and "answer" in parsed:
-        return values.content_text(parsed["answer"]) or values.render(parsed["answer"])
+        return payloads.content_text(parsed["answer"]) or values.render(parsed["answer"])
     return arguments

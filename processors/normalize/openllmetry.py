@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from processors.model import Step, StepKind, ToolCallRequest
-from processors.normalize import genai, values
+from processors.normalize import genai, payloads, values
 from processors.normalize.values import MAX_TEXT
 from processors.records import SpanRecord
 
@@ -106,8 +106,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     entity = values.name(attrs.get(ENTITY_NAME))
     # A decorated function's call as `{"args": [...], "kwargs": {...}}`, its return value as
     # JSON (a string return value quoted).
-    entity_input = values.call_arguments(values.render(attrs.get(ENTITY_INPUT)))
-    entity_output = values.unquote_json_string(values.render(attrs.get(ENTITY_OUTPUT)))
+    entity_input = payloads.call_arguments(values.render(attrs.get(ENTITY_INPUT)))
+    entity_output = payloads.unquote_json_string(values.render(attrs.get(ENTITY_OUTPUT)))
     if step.kind is StepKind.TOOL:
         step.tool_name = step.tool_name or entity
         step.tool_arguments = step.tool_arguments or values.truncate(entity_input, max_text)
@@ -139,8 +139,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
 def _content(value: object) -> str:
     """Message content: plain text, or a JSON list of parts (multimodal prompts)."""
     parsed = values.parse_json(value) if isinstance(value, str) else None
-    text = values.content_text(parsed) if parsed is not None else ""
-    return text or values.content_text(value)
+    text = payloads.content_text(parsed) if parsed is not None else ""
+    return text or payloads.content_text(value)
 
 
 def _last_user_text(prompts: dict[int, dict[str, Any]]) -> str:
