@@ -26,7 +26,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from collector import __version__
-from collector.exporters.clickhouse import TABLES
+from collector.store.batching import TABLES
 from processors.conventions import FATAL_PRIOR
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from collector.config import Config, parse_endpoint
-from collector.exporters.clickhouse import ClickHouseExporter, RetryPolicy
 from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline
+from collector.reanalysis.split_runs import SplitRunMerger
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
 from collector.security import (
@@ -22,9 +22,9 @@ from collector.security import (
     load_token,
     server_ssl_context,
 )
-from collector.split_runs import SplitRunMerger
 from collector.spool import Spool
 from collector.store import Store, StoreError, migrate, open_store, schema_status
+from collector.store.batching import ClickHouseExporter, RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from collector import queries
 from collector.config import TtlConfig
-from collector.exporters.clickhouse import ClickHouseExporter
-from collector.signatures import record_outcome
-from collector.store import ChdbStore, migrate, schema_status
+from collector.store import ChdbStore, migrate, queries, schema_status
+from collector.store.batching import ClickHouseExporter
+from collector.store.signatures import record_outcome
 from schemas import (
     TTL_TABLES,
     Layout,

@@ -16,15 +16,14 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector import queries
 from collector.config import Config, load_config
 from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.exporters.base import MemoryExporter
-from collector.exporters.clickhouse import ClickHouseExporter
 from collector.otlp.decode import decode_spans
 from collector.pipeline import Pipeline
-from collector.split_runs import SplitRunMerger
-from collector.store import ChdbStore, migrate
+from collector.reanalysis.split_runs import SplitRunMerger
+from collector.store import ChdbStore, migrate, queries
+from collector.store.batching import ClickHouseExporter
+from collector.store.exporter import MemoryExporter
 from processors.records import SpanRecord
 from tests.loadbalancing import HashRing, positions_for
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from collector.store import Store, StoreError
+from collector.store.backends import Store, StoreError
 from processors.conventions import MODE_CODES, MODES_BY_CODE, fatal_prior
 from processors.model import Finding, OutcomeUpdate, RunSignature
 from processors.records import AttrValue, LogRecord, SpanRecord
@@ -390,7 +390,7 @@ class ClickHouseExporter:
 
     def _write_outcomes(self, rows: _Rows) -> None:
         # Imported here: signature versioning builds its rows with this module's tables.
-        from collector.signatures import UnknownRun, record_outcome
+        from collector.store.signatures import UnknownRun, record_outcome
 
         while rows.outcomes:
             update = rows.outcomes[0]

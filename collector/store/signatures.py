@@ -17,9 +17,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector import queries
-from collector.exporters.clickhouse import RetryPolicy, insert_with_retry, signatures_table
-from collector.store import Store
+from collector.store import queries
+from collector.store.backends import Store
+from collector.store.batching import RetryPolicy, insert_with_retry, signatures_table
 from processors.model import RunSignature
 
 OUTCOMES = ("success", "failure")
