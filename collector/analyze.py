@@ -98,7 +98,8 @@ def import_files(
     (looked up by trace and span id), so importing a file twice changes nothing."""
     from collector.service import prepare_store
     from collector.store import open_store
-    from collector.store.batching import ClickHouseExporter, RetryPolicy
+    from collector.store.batching import ClickHouseExporter
+    from collector.store.retry import RetryPolicy
 
     storage = config.storage
     store = open_store(storage)

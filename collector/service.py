@@ -24,7 +24,8 @@ from collector.security import (
 )
 from collector.spool import Spool
 from collector.store import Store, StoreError, migrate, open_store, schema_status
-from collector.store.batching import ClickHouseExporter, RetryPolicy
+from collector.store.batching import ClickHouseExporter
+from collector.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

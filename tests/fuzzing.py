@@ -39,7 +39,7 @@ from collector.otlp.decode import (
 )
 from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 from collector.pipeline import Pipeline
-from collector.store.batching import (
+from collector.store.arrow import (
     findings_table,
     logs_table,
     signatures_table,

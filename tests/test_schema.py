@@ -7,7 +7,7 @@ import pytest
 
 from collector.config import TtlConfig
 from collector.store import ChdbStore, apply_ttls, migrate, schema_status
-from collector.store.batching import findings_table, signatures_table, spans_table
+from collector.store.arrow import findings_table, signatures_table, spans_table
 from processors.conventions import FATAL_PRIOR_CODES, MODES
 from schemas import Layout, SchemaSourceError, latest_version, migrations, render
 from tests.storedata import EXPORTER_TRACES_SQL, T0, finding, run_sql_file, signature, span

@@ -60,7 +60,7 @@ def test_migrate_write_and_read_through_clickhouse_connect(server_store):
 
 def test_insert_deduplication_token_is_sent_as_a_setting(server_store):
     migrate(server_store)
-    from collector.store.batching import spans_table
+    from collector.store.arrow import spans_table
 
     batch = spans_table([span(2, i, T0 + i) for i in range(3)])
     server_store.insert_arrow("otel_traces", batch, dedup_token="t-1")

@@ -9,13 +9,9 @@ import random
 import pytest
 
 from collector.store import ChdbStore, StoreError, migrate, queries
-from collector.store.batching import (
-    ClickHouseExporter,
-    RetryPolicy,
-    findings_table,
-    signatures_table,
-    spans_table,
-)
+from collector.store.arrow import findings_table, signatures_table, spans_table
+from collector.store.batching import ClickHouseExporter
+from collector.store.retry import RetryPolicy
 from collector.store.signatures import UnknownRun, record_outcome
 from collector.store.stored_spans import span_record
 from processors.conventions import MODE_CODES, fatal_prior

@@ -20,8 +20,9 @@ from typing import TextIO
 from collector.config import Config
 from collector.reanalysis.whole_traces import analyze_stored_traces
 from collector.store import queries
+from collector.store.arrow import findings_table
 from collector.store.backends import Store
-from collector.store.batching import RetryPolicy, findings_table, insert_with_retry
+from collector.store.retry import RetryPolicy, insert_with_retry
 from collector.store.signatures import write_signature_versions
 from processors.model import Finding, RunSignature
 

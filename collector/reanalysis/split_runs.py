@@ -29,8 +29,8 @@ from typing import Any
 
 from collector.config import Config
 from collector.reanalysis.whole_traces import analyze_stored_traces
+from collector.store.arrow import findings_table
 from collector.store.backends import Store
-from collector.store.batching import findings_table
 from collector.store.exporter import Exporter
 from collector.store.signatures import write_signature_versions
 from processors.judge import JUDGE_DETECTOR
