@@ -23,7 +23,6 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dash_model
 from grafana_foundation_sdk.models.alerting import RelativeTimeRange
 
-from collector import metrics as m
 from dashboards.clickhouse import (
     CLICKHOUSE_UID,
     PLUGIN_ID,
@@ -33,6 +32,7 @@ from dashboards.clickhouse import (
 )
 from dashboards.sources import DATABASE, FATAL, FINDINGS, TRACES
 from dashboards.variables import DEFAULT_DATABASE
+from schemas import metrics as m
 
 FOLDER_UID = "mast-otel"
 FOLDER_TITLE = "mast-otel"
