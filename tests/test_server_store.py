@@ -15,15 +15,14 @@ import pytest
 
 from collector.config import ClickHouseServerConfig, ConfigError, StorageConfig, load_config
 from collector.store import (
-    PASSWORD_ENV,
     ClickHouseServerStore,
     StoreError,
-    client_arguments,
     migrate,
     open_store,
     queries,
     schema_status,
 )
+from collector.store.backends import PASSWORD_ENV, client_arguments
 from collector.store.batching import ClickHouseExporter
 from collector.store.signatures import record_outcome
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id

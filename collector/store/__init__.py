@@ -18,14 +18,11 @@ from __future__ import annotations
 from collector.store.backends import (
     ChdbStore,
     ClickHouseServerStore,
-    SchemaStatus,
     Store,
     StoreError,
-    apply_ttls,
-    migrate,
     open_store,
-    schema_status,
 )
+from collector.store.migrate import SchemaStatus, apply_ttls, migrate, schema_status
 
 __all__ = [
     "ChdbStore",
