@@ -1,6 +1,7 @@
 """Runs split across replicas, step by step: two replicas' pipelines on one store, driven by one
-clock, in the orders the module docstring of collector/split_runs.py argues about; and the
-load-balancing exporter's ring (tests/loadbalancing.py) against the upstream test vectors."""
+clock, in the orders the module docstring of collector/reanalysis/split_runs.py argues about;
+and the load-balancing exporter's ring (tests/loadbalancing.py) against the upstream test
+vectors."""
 
 from __future__ import annotations
 

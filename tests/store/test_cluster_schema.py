@@ -127,7 +127,7 @@ def test_replicated_local_tables_are_created_with_the_servers_macros(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
