@@ -1,8 +1,10 @@
-"""What every named query shares: id and mode checks, literals, the error it raises."""
+"""What every named query shares: id and mode checks, the error it raises."""
 
 from __future__ import annotations
 
 import re
+
+from collector.store.encoding import sql_string
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 NS = 1_000_000_000
@@ -13,11 +15,6 @@ class QueryError(ValueError):
     """A filter value is malformed; the message says what is expected."""
 
 
-def quote(value: str) -> str:
-    """A ClickHouse string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def checked_trace_id(value: str) -> str:
     trace_id = value.lower()
     if not TRACE_ID.match(trace_id):
@@ -26,4 +23,4 @@ def checked_trace_id(value: str) -> str:
 
 
 def id_list(trace_ids: list[str]) -> str:
-    return ", ".join(quote(checked_trace_id(t)) for t in trace_ids)
+    return ", ".join(sql_string(checked_trace_id(t)) for t in trace_ids)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.store.backends import Store
-from collector.store.queries.common import MODE_CODE, NS, QueryError, quote
+from collector.store.encoding import sql_string
+from collector.store.queries.common import MODE_CODE, NS, QueryError
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class Scope:
             ("AgentName", self.agent),
         ):
             if value is not None:
-                clauses.append(f"{column} = {quote(value)}")
+                clauses.append(f"{column} = {sql_string(value)}")
         return " AND ".join(clauses)
 
 
@@ -100,7 +101,7 @@ def failing_since(
         f"""
         SELECT toUnixTimestamp(Minute) AS minute_unix, uniqExactMerge(Findings) AS findings
         FROM {store.database}.mast_findings_per_minute
-        WHERE {scope.where()} AND Mode = {quote(mode)}
+        WHERE {scope.where()} AND Mode = {sql_string(mode)}
         GROUP BY Minute
         ORDER BY Minute DESC
         """
@@ -119,7 +120,7 @@ def failing_since(
         SELECT uniqExactMerge(Runs) AS runs
         FROM {store.database}.mast_findings_per_minute
         WHERE {Scope(start * NS, None, scope.service, scope.model, scope.agent).where()}
-          AND Mode = {quote(mode)}
+          AND Mode = {sql_string(mode)}
         """
     )
     return {
