@@ -5,7 +5,8 @@ already (replayed after a crash, re-sent by a sender, or left buffered by a fail
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from collector.store.backends import Store
 from collector.store.encoding import attr_to_str, sql_string, str_map
@@ -13,10 +14,23 @@ from processors.records import LogRecord, SpanRecord
 
 # Trace ids per existence query: keeps the statement well under max_query_size.
 _IDS_PER_QUERY = 2_000
-# Candidate spans further apart than this in time are looked up by separate queries, so one
-# span with a wild clock does not make the lookup scan the whole table.
+# Candidates further apart than this in time are looked up by separate queries.
 _CLUSTER_GAP_NS = 3_600 * 1_000_000_000
 _HEX_ID = re.compile(r"^[0-9a-f]{32}$")
+
+Item = TypeVar("Item")
+
+
+def _clusters(items: list[Item], time_ns: Callable[[Item], int]) -> list[list[Item]]:
+    """`items` in time order, in runs no more than `_CLUSTER_GAP_NS` apart: each run is looked up
+    by a query of its own, so one row with a wild clock does not make a look-up scan the whole
+    table."""
+    clusters: list[list[Item]] = [[]]
+    for item in sorted(items, key=time_ns):
+        if clusters[-1] and time_ns(item) - time_ns(clusters[-1][-1]) > _CLUSTER_GAP_NS:
+            clusters.append([])
+        clusters[-1].append(item)
+    return clusters
 
 
 def existing_spans(store: Store, candidates: list[SpanRecord]) -> set[tuple[str, str]]:
@@ -25,13 +39,7 @@ def existing_spans(store: Store, candidates: list[SpanRecord]) -> set[tuple[str,
     make cheap."""
     found: set[tuple[str, str]] = set()
     wanted = {(s.trace_id, s.span_id) for s in candidates}
-    ordered = sorted(candidates, key=lambda s: s.start_ns)
-    clusters: list[list[SpanRecord]] = [[]]
-    for span in ordered:
-        if clusters[-1] and span.start_ns - clusters[-1][-1].start_ns > _CLUSTER_GAP_NS:
-            clusters.append([])
-        clusters[-1].append(span)
-    for cluster in clusters:
+    for cluster in _clusters(candidates, lambda s: s.start_ns):
         traces = sorted({s.trace_id for s in cluster if _HEX_ID.match(s.trace_id)})
         low, high = cluster[0].start_ns, cluster[-1].start_ns
         for i in range(0, len(traces), _IDS_PER_QUERY):
@@ -71,17 +79,12 @@ def existing_logs(store: Store, records: list[LogRecord]) -> set[tuple[Any, ...]
     wanted = {log_key(r) for r in records}
     found: set[tuple[Any, ...]] = set()
     services = sorted({r.service_name for r in records})
-    times = sorted(r.time_ns or r.observed_time_ns for r in records)
-    clusters: list[list[int]] = [[]]
-    for t in times:
-        if clusters[-1] and t - clusters[-1][-1] > _CLUSTER_GAP_NS:
-            clusters.append([])
-        clusters[-1].append(t)
+    times = [r.time_ns or r.observed_time_ns for r in records]
     listed = ",".join(sql_string(s) for s in services)
     # Service names are sender-controlled: a huge one must not push the statement past the
     # server's max_query_size (the time range alone still finds the rows).
     where_service = f"ServiceName IN ({listed}) AND " if len(listed) < 32_768 else ""
-    for cluster in clusters:
+    for cluster in _clusters(times, lambda t: t):
         rows = store.query(
             f"SELECT ServiceName AS service, toUnixTimestamp64Nano(Timestamp) AS ts, "
             f"TraceId AS trace_id, SpanId AS span_id, EventName AS event, Body AS body, "
