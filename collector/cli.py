@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from collector import __version__, queries
+from collector import __version__
 from collector.config import Config, ConfigError, apply_overrides, load_config
 from collector.importers.errors import ImportFormatError
 from collector.otlp.decode import OtlpDecodeError
-from collector.store import Store, StoreError, open_store
+from collector.store import Store, StoreError, open_store, queries
 from processors.scoring import GroupSummary
 
 log = logging.getLogger("mast-otel")
@@ -409,7 +409,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from collector.backfill import ProgressBar, backfill
+    from collector.reanalysis.backfill import ProgressBar, backfill
     from collector.service import prepare_store
 
     config = _config(args)
@@ -434,7 +434,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_outcome(args: argparse.Namespace) -> int:
-    from collector.signatures import UnknownRun, record_outcome
+    from collector.store.signatures import UnknownRun, record_outcome
 
     config = _config(args)
     store = _open(config)

@@ -32,7 +32,6 @@ from typing import Any
 
 from collector.config import Config
 from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused
-from collector.exporters.base import Exporter
 from collector.judge import JudgeStage, OpenAICompatibleJudge
 from collector.otlp.decode import (
     OtlpDecodeError,
@@ -43,6 +42,7 @@ from collector.otlp.decode import (
 )
 from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 from collector.spool import RecordKind, Recovered, Spool, SpoolEntry, SpoolFull
+from collector.store.exporter import Exporter
 from processors import conventions
 from processors.classify import ActionClassifier
 from processors.detectors import build_detectors, detector_factory

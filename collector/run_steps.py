@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from collector import queries
 from collector.pipeline import bare_step
-from collector.store import Store
-from collector.stored_traces import span_record
+from collector.store import Store, queries
+from collector.store.queries.common import checked_trace_id
+from collector.store.stored_spans import span_record
 from processors.model import Step
 from processors.normalize import genai, normalize_span
 from processors.normalize.ancestry import Ancestry
@@ -30,7 +30,7 @@ def _stored_events(store: Store, trace_id: str) -> list[LogRecord]:
         SELECT SpanId AS span_id, EventName AS event_name, Body AS body,
                LogAttributes AS attributes, toUnixTimestamp64Nano(Timestamp) AS time_ns
         FROM {store.database}.otel_logs
-        WHERE TraceId = '{queries._trace_id(trace_id)}' AND SpanId != ''
+        WHERE TraceId = '{checked_trace_id(trace_id)}' AND SpanId != ''
         ORDER BY Timestamp
         LIMIT {MAX_EVENTS}
         """

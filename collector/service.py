@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from collector.config import Config, parse_endpoint
-from collector.exporters.clickhouse import ClickHouseExporter, RetryPolicy
 from collector.metrics import MetricsServer, exposition, registry_for
 from collector.pipeline import Pipeline, StopReport
+from collector.reanalysis.split_runs import SplitRunMerger
 from collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
 from collector.receivers.http_receiver import HttpLimits, HttpReceiver
 from collector.receivers.limits import MemoryBudget
@@ -23,9 +23,10 @@ from collector.security import (
     load_token,
     server_ssl_context,
 )
-from collector.split_runs import SplitRunMerger
 from collector.spool import Spool
 from collector.store import Store, StoreError, migrate, open_store, schema_status
+from collector.store.batching import ClickHouseExporter
+from collector.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

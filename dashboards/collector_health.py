@@ -6,9 +6,9 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as model
 
-from collector import metrics as m
 from dashboards import panels as p
 from dashboards.variables import prometheus_datasource
+from schemas import metrics as m
 
 UID = "mast-collector"
 TITLE = "mast-otel · Collector health"

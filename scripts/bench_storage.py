@@ -11,10 +11,10 @@ import json
 import tempfile
 import time
 
-from collector.backfill import backfill
 from collector.config import load_config
-from collector.exporters.clickhouse import ClickHouseExporter
+from collector.reanalysis.backfill import backfill
 from collector.store import ChdbStore, migrate
+from collector.store.batching import ClickHouseExporter
 from processors.ids import stable_hex
 from processors.records import SpanRecord
 

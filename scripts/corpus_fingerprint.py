@@ -32,9 +32,9 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from collector.config import load_config
 from collector.demo.agent import SreAgent
 from collector.demo.dialects import DIALECTS
-from collector.exporters.base import MemoryExporter
 from collector.otlp.decode import decode_spans
 from collector.pipeline import Pipeline
+from collector.store.exporter import MemoryExporter
 from tests.corpus import CORPUS
 
 START_NS = 1_700_000_000_000_000_000

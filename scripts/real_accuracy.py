@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 
 from collector.analyze import run_files  # noqa: E402
 from collector.config import ConfigError, load_config  # noqa: E402
-from collector.exporters.base import MemoryExporter  # noqa: E402
 from collector.importers import ImportFormatError  # noqa: E402
 from collector.importers.spans import MESSAGE_INDEX, RUN_INDEX  # noqa: E402
+from collector.store.exporter import MemoryExporter  # noqa: E402
 from processors.conventions import MODE_CODES  # noqa: E402
 
 DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"

@@ -7,13 +7,12 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collector import queries
 from collector.config import load_config, on_free_loopback_ports
 from collector.demo.agent import AgentRun, Scenario
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
 from collector.service import Service
-from collector.store import ChdbStore
+from collector.store import ChdbStore, queries
 from processors.conventions import MODE_CODES
 from tests.corpus import CORPUS
 

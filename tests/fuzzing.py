@@ -30,13 +30,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from collector.config import Config
-from collector.exporters.base import MemoryExporter
-from collector.exporters.clickhouse import (
-    findings_table,
-    logs_table,
-    signatures_table,
-    spans_table,
-)
 from collector.otlp.decode import (
     OtlpDecodeError,
     decode_logs,
@@ -46,6 +39,13 @@ from collector.otlp.decode import (
 )
 from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 from collector.pipeline import Pipeline
+from collector.store.arrow import (
+    findings_table,
+    logs_table,
+    signatures_table,
+    spans_table,
+)
+from collector.store.exporter import MemoryExporter
 
 KEYS = (
     "gen_ai.operation.name",

@@ -11,9 +11,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from collector.consumer import Refused
-from collector.exporters.base import MemoryExporter
 from collector.pipeline import Pipeline
 from collector.receivers.grpc_receiver import GrpcReceiver
+from collector.store.exporter import MemoryExporter
 from tests.test_end_to_end import loopback_config
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from collector.exporters.clickhouse import ClickHouseExporter
 
 from collector.cli import main
-from collector.exporters.clickhouse import ClickHouseExporter
 from collector.store import ChdbStore, migrate
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 

@@ -11,9 +11,8 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from collector import queries
 from collector.service import Service
-from collector.store import ChdbStore
+from collector.store import ChdbStore, queries
 from processors.ids import stable_hex
 from tests.test_end_to_end import loopback_config
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from collector.exporters.clickhouse import ClickHouseExporter
 from collector.store import ChdbStore, migrate
+from collector.store.batching import ClickHouseExporter
 from dashboards import alerts, variables
 from dashboards.interpolate import ALL, QueryContext, Variable, alert_query, panel_query
 from processors.model import Finding

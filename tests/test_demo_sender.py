@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from collector import queries
 from collector.config import load_config
 from collector.service import Service
+from collector.store import queries
 
 CLI = [sys.executable, "-m", "collector.cli"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -140,7 +140,12 @@ def test_wheel_of_the_build_stage_carries_code_schemas_and_entry_point(tmp_path:
     assert result.returncode == 0, result.stdout + result.stderr
     (wheel,) = tmp_path.glob("mast_otel-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("collector/cli.py", "collector/split_runs.py", "processors/window.py"):
+    for module in (
+        "collector/cli.py",
+        "collector/reanalysis/split_runs.py",
+        "collector/store/queries/rollups.py",
+        "processors/window.py",
+    ):
         assert module in names
     sql = {p.name for p in (ROOT / "schemas" / "sql").glob("*.sql")}
     assert sql and {f"schemas/sql/{n}" for n in sql} <= names

@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector import queries
 from collector.config import Config, load_config, on_free_loopback_ports
 from collector.demo.agent import SCENARIOS, AgentRun
 from collector.demo.dialects import DIALECTS
 from collector.demo.runner import run_agents
 from collector.service import Service
-from collector.store import ChdbStore
+from collector.store import ChdbStore, queries
 
 
 def loopback_config(data_dir: Path) -> Config:

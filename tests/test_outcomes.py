@@ -13,10 +13,9 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from collector import queries
 from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
 from collector.service import Service
-from collector.store import ChdbStore
+from collector.store import ChdbStore, queries
 from tests.test_end_to_end import loopback_config
 
 

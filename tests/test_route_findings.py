@@ -11,10 +11,10 @@ import json
 import random
 from typing import Any
 
+from collector.exporters.base import MemoryExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from collector.config import Config
-from collector.exporters.base import MemoryExporter
 from collector.otlp.decode import (
     decode_logs,
     decode_spans,

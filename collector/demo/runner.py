@@ -12,11 +12,10 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from collector import queries
 from collector.config import Config, on_free_loopback_ports
 from collector.demo.agent import SCENARIOS, AgentRun, Scenario, SreAgent, tracer_provider
 from collector.service import Service
-from collector.store import ChdbStore
+from collector.store import ChdbStore, queries
 
 
 def otlp_exporter(transport: str, service: Service) -> SpanExporter:

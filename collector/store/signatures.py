@@ -17,9 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector import queries
-from collector.exporters.clickhouse import RetryPolicy, insert_with_retry, signatures_table
-from collector.store import Store
+from collector.store import queries
+from collector.store.arrow import signatures_table
+from collector.store.backends import Store
+from collector.store.retry import RetryPolicy, insert_with_retry
 from processors.model import RunSignature
 
 OUTCOMES = ("success", "failure")
@@ -30,8 +31,10 @@ class UnknownRun(LookupError):
 
 
 def signature_from_row(row: dict[str, Any]) -> RunSignature:
-    """A stored signature row (as `queries.current_signature_rows` returns it) as a
-    RunSignature."""
+    """A stored signature row as a RunSignature: a current row (`queries.current_signature_rows`,
+    all columns) or a counted version (`queries.counted_signature_rows`, the values the runs
+    rollup counted it with); columns a row does not carry are zero or empty, which is what the
+    cancelling copy of a counted version must hold."""
     score = row.get("score")
     return RunSignature(
         trace_id=row["trace_id"],
@@ -40,17 +43,17 @@ def signature_from_row(row: dict[str, Any]) -> RunSignature:
         model=row["model"],
         start_ns=int(row["start_ns"]),
         end_ns=int(row["end_ns"]),
-        close_reason=row["close_reason"],
+        close_reason=row.get("close_reason", ""),
         steps=int(row["steps"]),
-        llm_calls=int(row["llm_calls"]),
-        tool_calls=int(row["tool_calls"]),
-        errors=int(row["errors"]),
-        input_tokens=int(row["input_tokens"]),
-        output_tokens=int(row["output_tokens"]),
-        mode_counts={k: int(v) for k, v in dict(row["mode_counts"]).items()},
+        llm_calls=int(row.get("llm_calls", 0)),
+        tool_calls=int(row.get("tool_calls", 0)),
+        errors=int(row.get("errors", 0)),
+        input_tokens=int(row.get("input_tokens", 0)),
+        output_tokens=int(row.get("output_tokens", 0)),
+        mode_counts={k: int(v) for k, v in dict(row.get("mode_counts", {})).items()},
         outcome=row["outcome"],
         score=None if score is None else float(score),
-        conversation_id=row["conversation_id"],
+        conversation_id=row.get("conversation_id", ""),
     )
 
 
@@ -58,28 +61,6 @@ def _same_run(a: RunSignature, b: RunSignature) -> bool:
     """Whether two signatures say the same about a run. How it was closed is not part of
     that: a re-analysis closes at the end of its input a run that idled out live."""
     return dataclasses.replace(a, close_reason="") == dataclasses.replace(b, close_reason="")
-
-
-def _cancelling(row: dict[str, Any]) -> RunSignature:
-    """The cancelling copy of a counted version: the values the runs rollup counted it with
-    (the rest of the row plays no part there)."""
-    return RunSignature(
-        trace_id=row["trace_id"],
-        service=row["service"],
-        agent=row["agent"],
-        model=row["model"],
-        start_ns=int(row["start_ns"]),
-        end_ns=int(row["end_ns"]),
-        close_reason="",
-        steps=int(row["steps"]),
-        llm_calls=0,
-        tool_calls=0,
-        errors=0,
-        input_tokens=0,
-        output_tokens=0,
-        mode_counts={},
-        outcome=row["outcome"],
-    )
 
 
 def _with_counts(table: pa.Table, counts: list[tuple[int, int, int] | None]) -> pa.Table:
@@ -135,7 +116,7 @@ def write_signature_versions(
                 continue
         newest = int(stored_row["version"]) if stored_row is not None else 0
         for old in live:
-            rows.append(_cancelling(old))
+            rows.append(signature_from_row(old))
             versions.append(int(old["version"]))
             signs.append(max(-127, min(127, -old["net"])))
             counts.append(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from collector.config import TtlConfig
-from collector.exporters.clickhouse import findings_table, signatures_table, spans_table
 from collector.store import ChdbStore, apply_ttls, migrate, schema_status
+from collector.store.arrow import findings_table, signatures_table, spans_table
 from processors.conventions import FATAL_PRIOR_CODES, MODES
 from schemas import Layout, SchemaSourceError, latest_version, migrations, render
 from tests.storedata import EXPORTER_TRACES_SQL, T0, finding, run_sql_file, signature, span
@@ -179,7 +179,7 @@ def test_a_statement_of_unknown_form_is_refused_not_half_translated():
 def test_store_created_by_the_opentelemetry_exporter_is_migrated_and_read(tmp_path):
     """The exporter's own table definitions first; migrate accepts them, writes and reads
     go through them unchanged."""
-    from collector import queries
+    from collector.store import queries
 
     store = ChdbStore(tmp_path)
     try:

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from collector import queries
 from collector.cli import main
-from collector.exporters.clickhouse import ClickHouseExporter
-from collector.store import ChdbStore, migrate
+from collector.store import ChdbStore, migrate, queries
+from collector.store.batching import ClickHouseExporter
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 BASE = (T0 // MINUTE) * MINUTE  # a minute boundary

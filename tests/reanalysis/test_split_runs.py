@@ -1,6 +1,7 @@
 """Runs split across replicas, step by step: two replicas' pipelines on one store, driven by one
-clock, in the orders the module docstring of collector/split_runs.py argues about; and the
-load-balancing exporter's ring (tests/loadbalancing.py) against the upstream test vectors."""
+clock, in the orders the module docstring of collector/reanalysis/split_runs.py argues about;
+and the load-balancing exporter's ring (tests/loadbalancing.py) against the upstream test
+vectors."""
 
 from __future__ import annotations
 
@@ -16,15 +17,14 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector import queries
 from collector.config import Config, load_config
 from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.exporters.base import MemoryExporter
-from collector.exporters.clickhouse import ClickHouseExporter
 from collector.otlp.decode import decode_spans
 from collector.pipeline import Pipeline
-from collector.split_runs import SplitRunMerger
-from collector.store import ChdbStore, migrate
+from collector.reanalysis.split_runs import SplitRunMerger
+from collector.store import ChdbStore, migrate, queries
+from collector.store.batching import ClickHouseExporter
+from collector.store.exporter import MemoryExporter
 from processors.records import SpanRecord
 from tests.loadbalancing import HashRing, positions_for
 

@@ -1,49 +1,20 @@
-"""Analysis of whole traces read back from the store.
-
-The spans table holds every span any collector replica received, so a trace whose spans were
-split across replicas (the load balancer moved its trace id when replicas came or went) is
-whole there even when no single replica saw all of it. `analyze_stored_traces` runs the same
-pipeline as `serve` over such traces and returns their findings and signatures, as one
-collector that had seen every span would have produced them.
+"""Spans read back from the store as the records the receivers produce.
 
 Stored attribute values are text (as the OpenTelemetry Collector's ClickHouse exporter writes
-them); the dialect readers coerce counts, flags and JSON from text, so the steps read back are
-the steps that were read live.
+them); the run attributes (`mast.*`) get their types back here, and the dialect readers coerce
+counts, flags and JSON from text, so the steps read back are the steps that were read live.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
-from collector import queries
-from collector.config import Config
-from collector.exporters.base import MemoryExporter
-from collector.pipeline import Pipeline
-from collector.store import Store
+from collector.store import queries
+from collector.store.backends import Store
 from processors.conventions import RUN_ATTRIBUTE_TYPES
-from processors.model import Finding, RunSignature
 from processors.records import AttrValue, SpanEvent, SpanLink, SpanRecord
-
-# A run read back from the store has no arrival times; a run without a root span is closed as
-# a live collector would have closed it, for being idle.
-CLOSE_REASON_WITHOUT_ROOT = "idle"
-
-
-@dataclass
-class StoredAnalysis:
-    """Findings and one signature per trace, from the spans in the store. Unpacks as
-    `findings, signatures = analyze_stored_traces(...)`."""
-
-    findings: list[Finding] = field(default_factory=list)
-    signatures: list[RunSignature] = field(default_factory=list)
-    spans_read: int = 0
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.findings, self.signatures))
 
 
 def read_stored_spans(store: Store, trace_ids: Iterable[str]) -> list[SpanRecord]:
@@ -117,17 +88,3 @@ def span_record(row: dict[str, Any]) -> SpanRecord:
             )
         ],
     )
-
-
-def analyze_stored_traces(store: Store, config: Config, trace_ids: Iterable[str]) -> StoredAnalysis:
-    """Run the detectors over the whole of each trace as stored. Timing rules read span
-    timestamps, not arrival, so the result does not depend on when or where spans arrived.
-    Writes nothing (see `collector.backfill.write_analysis`)."""
-    spans = read_stored_spans(store, trace_ids)
-    exporter = MemoryExporter()
-    # The deterministic detectors only: a semantic judge's verdicts arrive on their own.
-    config = dataclasses.replace(config, judge=dataclasses.replace(config.judge, enabled=False))
-    pipeline = Pipeline(config, exporter, clock=lambda: 0.0)
-    pipeline.process_spans(spans, now=0.0)
-    pipeline.close_all(CLOSE_REASON_WITHOUT_ROOT)
-    return StoredAnalysis(exporter.findings, exporter.signatures, len(spans))

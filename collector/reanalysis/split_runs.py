@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.config import Config
-from collector.exporters.base import Exporter
-from collector.exporters.clickhouse import findings_table
-from collector.signatures import write_signature_versions
-from collector.store import Store
-from collector.stored_traces import analyze_stored_traces
+from collector.reanalysis.whole_traces import analyze_stored_traces
+from collector.store.arrow import findings_table
+from collector.store.backends import Store
+from collector.store.exporter import Exporter
+from collector.store.signatures import write_signature_versions
 from processors.judge import JUDGE_DETECTOR
 from processors.window import WindowOutput
 

@@ -2,8 +2,8 @@
 
 Spans in `otel_traces` (written by this collector or by the OpenTelemetry Collector's ClickHouse
 exporter) are read back and run through the same pipeline as live traffic (normalize → window →
-detectors: `collector.stored_traces.analyze_stored_traces`), then findings and signatures are
-written (`write_analysis`). Running it twice changes nothing: a finding's id is a hash of
+detectors: `whole_traces.analyze_stored_traces`), then findings and signatures are written
+(`write_analysis`). Running it twice changes nothing: a finding's id is a hash of
 (trace, span, mode, rule), findings already stored are not written again, and a signature that
 says what the stored one says is left alone.
 """
@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from collector import queries
 from collector.config import Config
-from collector.exporters.clickhouse import RetryPolicy, findings_table, insert_with_retry
-from collector.signatures import write_signature_versions
-from collector.store import Store
-from collector.stored_traces import analyze_stored_traces
+from collector.reanalysis.whole_traces import analyze_stored_traces
+from collector.store import queries
+from collector.store.arrow import findings_table
+from collector.store.backends import Store
+from collector.store.retry import RetryPolicy, insert_with_retry
+from collector.store.signatures import write_signature_versions
 from processors.model import Finding, RunSignature
 
 __all__ = ["BackfillSummary", "ProgressBar", "WriteSummary", "analyze_stored_traces", "backfill"]

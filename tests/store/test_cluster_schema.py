@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from collector import queries
 from collector.config import TtlConfig
-from collector.exporters.clickhouse import ClickHouseExporter
-from collector.signatures import record_outcome
-from collector.store import ChdbStore, migrate, schema_status
+from collector.store import ChdbStore, migrate, queries, schema_status
+from collector.store.batching import ClickHouseExporter
+from collector.store.signatures import record_outcome
 from schemas import (
     TTL_TABLES,
     Layout,
@@ -128,7 +127,7 @@ def test_replicated_local_tables_are_created_with_the_servers_macros(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

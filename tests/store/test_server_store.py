@@ -13,19 +13,18 @@ import socket
 import clickhouse_connect
 import pytest
 
-from collector import queries
 from collector.config import ClickHouseServerConfig, ConfigError, StorageConfig, load_config
-from collector.exporters.clickhouse import ClickHouseExporter
-from collector.signatures import record_outcome
 from collector.store import (
-    PASSWORD_ENV,
     ClickHouseServerStore,
     StoreError,
-    client_arguments,
     migrate,
     open_store,
+    queries,
     schema_status,
 )
+from collector.store.backends import PASSWORD_ENV, client_arguments
+from collector.store.batching import ClickHouseExporter
+from collector.store.signatures import record_outcome
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 
@@ -60,7 +59,7 @@ def test_migrate_write_and_read_through_clickhouse_connect(server_store):
 
 def test_insert_deduplication_token_is_sent_as_a_setting(server_store):
     migrate(server_store)
-    from collector.exporters.clickhouse import spans_table
+    from collector.store.arrow import spans_table
 
     batch = spans_table([span(2, i, T0 + i) for i in range(3)])
     server_store.insert_arrow("otel_traces", batch, dedup_token="t-1")
