@@ -5,7 +5,10 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-from tests.steps import GET_PODS, RunBuilder, rules
+from processors import conventions
+from processors.detectors.reasoning_action import list_totals, numbers
+from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.steps import GET_PODS, RunBuilder, analyse, rules
 
 
 def test_fm26_other_tool_and_target_mismatch():
@@ -28,3 +31,83 @@ def test_fm26_saying_and_doing_the_same_is_silent():
     run.llm(output="Listing alerts.", calls=("get_alerts",))
     run.tool("get_alerts", {}, "no alerts firing")
     assert rules(run.steps, mode="FM-2.6") == []
+
+
+# --- statements of fact no tool result supports -----------------------------------------------
+
+
+def test_fm26_an_amount_no_result_holds_is_unsupported():
+    run = RunBuilder(agent="billing")
+    run.llm(input_text="How much do I owe on invoice INV-7?", calls=("get_invoice",))
+    run.tool(
+        "get_invoice",
+        {"invoice": "INV-7"},
+        '{"invoice": "INV-7", "lines": [{"item": "seats", "amount": 1200.5}, '
+        '{"item": "support", "amount": 34}], "credit": 100}',
+    )
+    run.llm(
+        input_text="How much do I owe on invoice INV-7?",
+        output="INV-7 comes to $1,234.50 (seats $1,200.50 and support $34); after your $100 "
+        "credit you owe $1,134.50. With the late fee the balance is $1,310.",
+    )
+    findings = [f for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+    # the list total, a value as written in the result, and a difference of two are supported
+    assert [(f.rule, f.evidence["value"]) for f in findings] == [("unsupported_value", "$1,310")]
+    assert "late fee" in findings[0].message
+
+
+def test_fm26_an_amount_from_the_user_or_the_instructions_is_supported():
+    run = RunBuilder(agent="billing")
+    run.llm(input_text="My budget is 450 EUR.", output="Understood: up to €450, plus the €15 fee.")
+    root = run.root(**{conventions.TASK_DESCRIPTION: "Every order carries a €15 handling fee."})
+    assert rules([*run.steps, root], mode="FM-2.6") == []
+
+
+def test_fm26_a_claimed_change_no_successful_call_made():
+    run = RunBuilder(agent="helpdesk")
+    run.llm(input_text="Close T-9 and refund me.", calls=("update_ticket",))
+    run.tool("update_ticket", {"ticket_id": "T-9", "status": "closed"}, '{"status": "closed"}')
+    run.llm(
+        input_text="Close T-9 and refund me.",
+        output="Ticket T-9 has been closed. Your refund has been issued to the card on file.",
+    )
+    findings = [f for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+    assert [f.rule for f in findings] == ["claimed_unperformed_action"]
+    assert "refund has been issued" in findings[0].message
+    assert "ticket" in findings[0].message  # the successful change it did make
+
+
+def test_fm26_a_claim_backed_by_its_call_or_a_conditional_one_is_silent():
+    run = RunBuilder(agent="helpdesk")
+    run.llm(input_text="Refund order 55.", calls=("create_refund",))
+    run.tool("create_refund", {"order": "55", "amount": 20}, '{"refund": "R-1", "amount": 20}')
+    run.llm(input_text="Refund order 55.", output="The refund R-1 has been issued.")
+    run.llm(
+        input_text="And the other order?",
+        output="Once a refund has been issued it cannot be changed; no refund has been issued "
+        "for order 56.",
+    )
+    failed = RunBuilder(agent="helpdesk")
+    failed.llm(input_text="Refund order 55.", calls=("create_refund",))
+    failed.tool("create_refund", {"order": "55"}, error="payment gateway timeout")
+    failed.llm(input_text="Refund order 55.", output="Your refund has been issued.")
+    assert rules([*run.steps, run.root()], mode="FM-2.6") == []
+    assert rules([*failed.steps, failed.root()], mode="FM-2.6") == [
+        ("FM-2.6", "claimed_unperformed_action")
+    ]
+
+
+def test_fm26_numbers_are_compared_as_numbers():
+    assert numbers("paid $1,234.50 of 1234.5 and 7") == {1234.5, 7.0}
+    assert list_totals('{"flights": [{"price": 537}, {"price": 996.5}], "n": 2}') == {1533.5}
+    assert list_totals("not json [") == set()
+
+
+@needs_tau
+def test_fm26_on_real_runs():
+    # run 3 tells the user "one checked bag has been added"; only update_reservation_flights
+    # succeeded, no baggage change was ever made. Run 6 says what it did.
+    claimed = tau_findings(3, "FM-2.6")
+    assert [f.rule for f in claimed] == ["claimed_unperformed_action"]
+    assert "checked bag has been added" in claimed[0].message
+    assert tau_findings(6, "FM-2.6") == []
