@@ -276,7 +276,11 @@ class _IncorrectVerificationRun(DetectorRun):
         if change.checks and check is not None:
             if self.detector.signals.health(check.result) is not _UNHEALTHY:
                 return ()
-            return [self._unhealthy(check.ref, check.result, change.ref, answer, claim, run)]
+            return [
+                self._unhealthy(
+                    check.ref, check.result, change.ref, answer, claim, run, change.targets
+                )
+            ]
         if change.other_reads:
             reads = change.other_reads
             return [
@@ -285,8 +289,9 @@ class _IncorrectVerificationRun(DetectorRun):
                     rule="wrong_target",
                     confidence=0.75,
                     message=(
-                        f"the run changed {', '.join(sorted(change.targets))} but checked other "
-                        f"resources, then declared success"
+                        f"the run changed {', '.join(sorted(change.targets))} but checked only "
+                        f"{', '.join(sorted({t for r in reads for t in r.targets})) or 'others'}"
+                        f", then declared success"
                     ),
                     evidence=[change.ref, *(r.ref for r in reads[-5:]), answer],
                     values={
@@ -307,7 +312,14 @@ class _IncorrectVerificationRun(DetectorRun):
         answer: Step,
         claim: str,
         run: Run,
+        targets: frozenset[str] = frozenset(),
     ) -> Finding:
+        # What the check read, named: the changed resource, else the first line it showed.
+        what = (
+            ", ".join(sorted(targets)) or short(check_result.strip().splitlines()[0], 80)
+            if (targets or check_result.strip())
+            else ""
+        )
         early = (
             change is not None
             and (check.start_ns - change.end_ns) / 1e9 < self.config.min_settle_seconds
@@ -321,8 +333,8 @@ class _IncorrectVerificationRun(DetectorRun):
                 rule="checked_too_early",
                 confidence=0.75,
                 message=(
-                    f"{check.tool_name} checked {delay:.1f}s after the change, still saw it "
-                    f"unhealthy, and the run declared success"
+                    f"{check.tool_name} checked {what} {delay:.1f}s after the change, still "
+                    f"saw it unhealthy, and the run declared success"
                 ),
                 evidence=evidence,
                 values={
@@ -337,7 +349,10 @@ class _IncorrectVerificationRun(DetectorRun):
             at=check,
             rule="claimed_despite_unhealthy",
             confidence=0.85,
-            message=f"the run declared success while {check.tool_name} still showed a problem",
+            message=(
+                f"the run declared success while {check.tool_name} still showed a problem"
+                + (f" ({what})" if what else "")
+            ),
             evidence=evidence,
             values={"check_result": short(check_result), "claim": claim},
             run=run,
