@@ -313,6 +313,57 @@ class ActionClassifier:
         self.classify = lru_cache(maxsize=4096)(self._classify)
         self.canonical_call = lru_cache(maxsize=4096)(self._canonical_call)
         self.result_fingerprint = lru_cache(maxsize=4096)(self._result_fingerprint)
+        self.identifiers = lru_cache(maxsize=4096)(self._identifiers)
+        self.run_commands = lru_cache(maxsize=4096)(self._run_commands)
+
+    def _run_commands(self, tool_name: str, arguments: str) -> tuple[str, ...]:
+        """The commands a call runs (argv joined by spaces), leaving out programs that only
+        print or read text (`echo`, `cat`, `grep`): `python -m pytest -q`, `git status`."""
+        parsed = _parse_json(arguments)
+        command = _command_value(parsed, self._command_keys) if parsed is not None else None
+        if command is None and parsed is None and self._runner_name(tool_name):
+            command = arguments
+        if isinstance(command, list):
+            commands = _unwrap_argv([str(a) for a in command if isinstance(a, str | int | float)])
+        elif isinstance(command, str):
+            commands = split_commands(command)
+        else:
+            return ()
+        return tuple(
+            " ".join(argv)
+            for argv in commands
+            if argv and argv[0].rsplit("/", 1)[-1].lower() not in self._read_programs
+        )
+
+    def _runner_name(self, tool_name: str) -> bool:
+        return any(word in self._runner_verbs for word in name_words(tool_name))
+
+    def _identifiers(self, arguments: str) -> frozenset[str]:
+        """The record ids a call's arguments give, at any depth (`reservation_id`, a nested
+        `payment_methods[].payment_id`, `ticket_ids`): keys `id` or ending in a
+        `target_key_suffixes` entry; lower-cased."""
+        found: set[str] = set()
+
+        def walk(value: object, depth: int) -> None:
+            if depth > 4:
+                return
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    lowered = str(key).lower()
+                    if lowered == "id" or lowered.endswith(self._target_suffixes):
+                        for one in item if isinstance(item, list) else [item]:
+                            if isinstance(one, str | int) and not isinstance(one, bool):
+                                text = str(one).strip().lower()
+                                if text and len(text) <= 256:
+                                    found.add(text)
+                    else:
+                        walk(item, depth + 1)
+            elif isinstance(value, list):
+                for item in value:
+                    walk(item, depth + 1)
+
+        walk(_parse_json(arguments), 0)
+        return frozenset(found)
 
     def is_escalation(self, name: str) -> bool:
         """A tool (or hand-off target) that passes the conversation to a person."""
@@ -466,6 +517,8 @@ class ActionClassifier:
             if "-delete" in rest or any(w in self._mutating_programs for w in rest[1:2]):
                 return ActionKind.MUTATING, targets
         if program in self._read_programs:
+            # The files it reads (`cat src/app.py`, `sed -n 1,9p a.py`): path-like arguments.
+            targets.update(_path_target(a) for a in args if "/" in a or "." in a.lstrip("."))
             return ActionKind.READ, targets
         if any(p.search(line) for p in self._mutating):
             return ActionKind.MUTATING, targets
