@@ -26,7 +26,11 @@ from typing import Any
 
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.detectors.missing_verification import CHANGE_LEDGERS, MissingVerification
+from processors.detectors.missing_verification import (
+    CHANGE_LEDGERS,
+    DEFAULT_CHECK_TOOL_PATTERN,
+    MissingVerification,
+)
 from processors.detectors.signals import Health
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
@@ -41,7 +45,7 @@ _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
 
 # The same notion of a system-wide check as FM-3.2's default.
-_CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)
+_CHECK_TOOL = re.compile(DEFAULT_CHECK_TOOL_PATTERN, re.IGNORECASE)
 _MAX_CHANGES = 256
 
 

@@ -6,7 +6,8 @@ Rules:
 - `past_budget`: the run went on for `steps_past_budget` steps beyond its step budget
   (`mast.task.max_steps`) instead of stopping at it;
 - `calls_after_final_answer`: an agent gave its final answer (a model call answering rather
-  than calling a tool) and then kept calling tools itself;
+  than calling a tool, with no user turn after it) and then kept calling tools itself; a
+  text-only turn the user answers is a turn of the conversation, not the final answer;
 - `calls_after_success`: a check after a change already showed the resource healthy, and the
   agent made `calls_after_success` more tool calls regardless;
 - `ended_in_loop`: the run's last `final_loop_length` tool calls were one call repeated with
@@ -33,6 +34,7 @@ _READ = ActionKind.READ
 _HEALTHY = Health.HEALTHY
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
 
 
 @dataclass
@@ -83,7 +85,7 @@ class _TerminationRun(DetectorRun):
         "steps",
         "tail",
     )
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER})
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER, StepKind.HUMAN})
 
     def __init__(self, detector: TerminationAwareness) -> None:
         self.detector = detector
@@ -106,6 +108,11 @@ class _TerminationRun(DetectorRun):
         self.budget_version = -1
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind is _HUMAN:
+            # The user answered: the text-only turns before were turns of the conversation.
+            if step.input_text.strip():
+                self.final_answer.clear()
+            return ()
         findings: list[Finding] = []
         signals = self.detector.signals
         if step.kind in _LIMIT_KINDS and step.failed and signals.limit.found(step.error):
