@@ -55,6 +55,8 @@ _CHANGE_INTENT = re.compile(
     re.IGNORECASE,
 )
 _MAX_WORDS = 50_000
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_LET_ME_KNOW = re.compile(r"\blet me know\b", re.IGNORECASE)
 
 
 @dataclass
@@ -399,13 +401,20 @@ class _ReasoningRun(DetectorRun):
         return findings
 
     def _announced(self, run: Run) -> Iterable[Finding]:
-        last = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL)), None)
+        last = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL, _HUMAN)), None)
         if last is None or last.kind is not _LLM or last.tool_calls:
-            return ()
+            return ()  # a user turn after it: the user had the word, the agent did not stop
         text = last.output_text
-        if not self.detector.signals.announce.found(text):
+        # The sentences that announce something ("let me know" asks the user, announces
+        # nothing), and the tools or resources of the run they name.
+        announcing = [
+            sentence
+            for sentence in _SENTENCE.split(text)
+            if self.detector.signals.announce.found(_LET_ME_KNOW.sub("", sentence))
+        ]
+        if not announcing:
             return ()
-        mentioned = words(text) & (
+        mentioned = words(" ".join(announcing)) & (
             self.names | {s.tool_name.lower() for s in run.window if s.tool_name}
         )
         if not mentioned:
@@ -414,7 +423,8 @@ class _ReasoningRun(DetectorRun):
             last,
             "announced_then_stopped",
             0.65,
-            "the model announced a tool call and the run ended without it",
+            f"the model announced {', '.join(sorted(mentioned))} "
+            f"({short(announcing[0].strip(), 120)!r}) and the run ended without it",
             [last],
             {"said": short(text), "named": sorted(mentioned)},
             run,

@@ -38,6 +38,7 @@ from processors.run import DetectorRun, Run
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
 _MUTATING = ActionKind.MUTATING
+_ESCALATION = ActionKind.ESCALATION
 _TOOL = StepKind.TOOL
 _LLM = StepKind.LLM
 _HUMAN = StepKind.HUMAN
@@ -116,7 +117,8 @@ class TaskSpecificationConfig:
         r"(transfer|escalat|hand\s*off|hand\s+over)\w*[^.\n]{0,120}\b(if and only if|only if|"
         r"only when|only in case)\b"
     )
-    # Tool names of an escalation to a person.
+    # Tool names of an escalation to a person, besides the calls the classifier calls
+    # escalations.
     escalation_tool_pattern: str = (
         r"(transfer|escalat|handoff|hand_off|route)\w*(human|person|operator|live|supervisor|"
         r"representative|staff)|(human|person|operator)\w*(transfer|escalat|handoff)"
@@ -264,7 +266,7 @@ class _TaskSpecificationRun(DetectorRun):
             if mutating:
                 self._change(step, run)
             else:
-                self._escalation(step, run)
+                self._escalation(step, run, action.kind is _ESCALATION)
         elif step.kind is _HANDOFF and step.tool_name:
             self._escalation(step, run)
         elif step.kind is _HUMAN:
@@ -281,10 +283,10 @@ class _TaskSpecificationRun(DetectorRun):
                         self.refusal = _sentence(step.output_text, found)
         return findings
 
-    def _escalation(self, step: Step, run: Run) -> None:
-        """A call that escalates to a person, after the agent's own refusal: held for the
-        escalate-only clause."""
-        if self.refusal and self.detector.escalation_tool.search(step.tool_name):
+    def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
+        """A call that escalates to a person (so classified, or by its tool name), after the
+        agent's own refusal: held for the escalate-only clause."""
+        if self.refusal and (escalation or self.detector.escalation_tool.search(step.tool_name)):
             self._hold(
                 "escalation_after_refusal",
                 step,

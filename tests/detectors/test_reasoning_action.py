@@ -111,3 +111,30 @@ def test_fm26_on_real_runs():
     assert [f.rule for f in claimed] == ["claimed_unperformed_action"]
     assert "checked bag has been added" in claimed[0].message
     assert tau_findings(6, "FM-2.6") == []
+
+
+def test_fm26_announcing_a_call_and_ending_names_what_was_announced():
+    run = RunBuilder(agent="coder")
+    run.llm(input_text="Fix the failing test in api.", calls=("apply_patch",))
+    run.tool("apply_patch", {"input": "*** Update File: api/views.py"}, "Done")
+    run.llm(
+        input_text="Fix the failing test in api.",
+        output="Patched. Now I will run apply_patch on the tests.",
+    )
+    findings = [f for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+    assert [f.rule for f in findings] == ["announced_then_stopped"]
+    assert "apply_patch" in findings[0].message and "Now I will run" in findings[0].message
+
+
+def test_fm26_let_me_know_or_a_user_turn_after_it_is_no_announcement():
+    run = RunBuilder(agent="support")
+    run.llm(input_text="Cancel R-1.", calls=("cancel_booking",))
+    run.tool("cancel_booking", {"booking": "R-1"}, '{"status": "cancelled"}')
+    run.llm(input_text="Cancel R-1.", output="R-1 is cancelled. Let me know about cancel_booking.")
+    assert rules([*run.steps, run.root()], mode="FM-2.6") == []
+    answered = RunBuilder(agent="support")
+    answered.llm(input_text="Cancel R-1.", calls=("cancel_booking",))
+    answered.tool("cancel_booking", {"booking": "R-1"}, '{"status": "cancelled"}')
+    answered.llm(input_text="Cancel R-1.", output="I will also check cancel_booking's receipt.")
+    answered.human("No need, thanks. Bye!")
+    assert rules([*answered.steps, answered.root()], mode="FM-2.6") == []
