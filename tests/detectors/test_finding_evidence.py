@@ -21,7 +21,8 @@ MEANINGLESS = [
     (re.compile(r"\bv\d+(beta\d+|alpha\d+)?\b(?!\.\d)"), "an API version as a target"),
     (
         re.compile(
-            r"\b(changed|checked|named|acted on|used|ran) \d+(?![\d.,]*\s*(times|seconds|s\b|steps|calls))\b"
+            r"\b(changed|checked|named|acted on|used|ran) \d+"
+            r"(?![\d.,]*\s*(times|seconds|s\b|steps|calls))\b"
         ),
         "a bare number",
     ),
