@@ -14,7 +14,9 @@ defaults):
 - `escalation_after_refusal`: the instructions say to escalate to a person only when a request
   cannot be handled (`escalate_only_pattern`), and the agent escalates (a call whose tool name
   matches `escalation_tool_pattern`) after it told the user the request is not allowed
-  (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle.
+  (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle;
+  `escalation_offered_after_refusal`: the same, where the agent offers the escalation in its
+  words (`escalation_offer_pattern`) rather than making it (reported once per run).
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so
@@ -123,6 +125,12 @@ class TaskSpecificationConfig:
         r"(transfer|escalat|handoff|hand_off|route)\w*(human|person|operator|live|supervisor|"
         r"representative|staff)|(human|person|operator)\w*(transfer|escalat|handoff)"
     )
+    # The agent offering to escalate to a person in its words; "" turns the offer rule off.
+    escalation_offer_pattern: str = (
+        r"\b(transfer|escalate|connect|hand)\w*\s+(you|this|your (request|case|issue))\s+"
+        r"(over\s+)?(to|with)\s+(a|an|our)\s+(human|live|real|person|supervisor|"
+        r"representative|specialist)"
+    )
     # The agent telling the user a request is not allowed (its own refusal, by policy).
     refusal_pattern: str = (
         r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"
@@ -142,6 +150,7 @@ class TaskSpecificationConfig:
             "negative_pattern",
             "escalate_only_pattern",
             "escalation_tool_pattern",
+            "escalation_offer_pattern",
             "refusal_pattern",
         ):
             try:
@@ -175,6 +184,9 @@ class TaskSpecification(Detector):
             re.compile(c.escalate_only_pattern, flags) if c.escalate_only_pattern else None
         )
         self.escalation_tool = re.compile(c.escalation_tool_pattern, flags)
+        self.escalation_offer = (
+            re.compile(c.escalation_offer_pattern, flags) if c.escalation_offer_pattern else None
+        )
         self.refusal = re.compile(c.refusal_pattern, flags)
 
     def affirms(self, text: str) -> bool:
@@ -204,6 +216,7 @@ class _TaskSpecificationRun(DetectorRun):
         "failed_change",
         "findings",
         "kept",
+        "offered",
         "pending",
         "policy",
         "policy_version",
@@ -242,6 +255,7 @@ class _TaskSpecificationRun(DetectorRun):
         self.proposal = False
         self.failed_change: tuple[str, str] | None = None
         self.refusal = ""
+        self.offered = False
         self.pending: list[_Pending] = []
 
     def _policy(self, run: Run) -> Policy:
@@ -281,6 +295,7 @@ class _TaskSpecificationRun(DetectorRun):
                     found = self.detector.refusal.search(step.output_text)
                     if found:
                         self.refusal = _sentence(step.output_text, found)
+                self._offer(step, run)
         return findings
 
     def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
@@ -296,6 +311,26 @@ class _TaskSpecificationRun(DetectorRun):
                 "instructions allow escalating only what cannot be handled",
                 {"tool": step.tool_name, "refusal": self.refusal},
             )
+
+    def _offer(self, step: Step, run: Run) -> None:
+        """An escalation offered in words after the agent's own refusal (once per run)."""
+        offer = self.detector.escalation_offer
+        if offer is None or not self.refusal or self.offered:
+            return
+        found = offer.search(step.output_text)
+        if found is None:
+            return
+        self.offered = True
+        said = _sentence(step.output_text, found)
+        self._hold(
+            "escalation_offered_after_refusal",
+            step,
+            run,
+            f"the agent offered to escalate to a person ({said!r}) after telling the user the "
+            f"request is not allowed ({self.refusal!r}); the instructions allow escalating "
+            "only what cannot be handled",
+            {"offer": said, "refusal": self.refusal},
+        )
 
     def _user_turn(self, text: str) -> None:
         if not text:
@@ -349,6 +384,7 @@ class _TaskSpecificationRun(DetectorRun):
             clauses = {
                 "change_without_confirmation": self.detector.confirmation_required,
                 "escalation_after_refusal": self.detector.escalate_only,
+                "escalation_offered_after_refusal": self.detector.escalate_only,
             }
             for held in self.pending:
                 clause = clauses[held.rule]

@@ -166,7 +166,30 @@ def test_fm11_on_real_runs_of_a_policy_that_requires_an_explicit_yes():
     changed = tau_findings(3, "FM-1.1")
     assert "change_without_confirmation" in {f.rule for f in changed}
     assert any("OBUT9V" in f.message and "gift card" in f.message for f in changed)
-    escalated = tau_findings(18, "FM-1.1")
-    assert [f.rule for f in escalated] == ["escalation_after_refusal"]
-    assert "I cannot cancel" in escalated[0].message
+    escalated = {f.rule: f for f in tau_findings(18, "FM-1.1")}
+    assert set(escalated) == {"escalation_offered_after_refusal", "escalation_after_refusal"}
+    assert "I cannot cancel" in escalated["escalation_after_refusal"].message
+    assert "transfer_to_human_agents" in escalated["escalation_after_refusal"].message
     assert tau_findings(6, "FM-1.1") == []
+
+
+def test_fm11_offering_to_escalate_a_request_the_agent_refused():
+    run = RunBuilder(agent="helpdesk")
+    run.llm(
+        input_text="Refund my annual licence, I bought it 14 months ago.",
+        output="Licences older than 12 months are not eligible for a refund. I can transfer you "
+        "to a human agent if you like.",
+    )
+    run.human("No thanks.")
+    root = run.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    findings = [f for f in analyse([*run.steps, root])[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["escalation_offered_after_refusal"]
+    assert "transfer you to a human agent" in findings[0].message
+    # the same offer with no refusal before it: a request the tools cannot handle
+    fine = RunBuilder(agent="helpdesk")
+    fine.llm(
+        input_text="My laptop screen is cracked.",
+        output="Hardware repairs are done on site; I can transfer you to a human agent.",
+    )
+    root = fine.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    assert rules([*fine.steps, root], mode="FM-1.1") == []
