@@ -139,7 +139,7 @@ class TaskSpecificationConfig:
         r"changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
         r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|not (allowed|permitted) (by|under|"
         r"according to)|against (the |our )?polic\w*|polic(y|ies) (does not|doesn't|do not|don't) "
-        r"(allow|permit))"
+        r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
     )
 
     def validate(self) -> None:
