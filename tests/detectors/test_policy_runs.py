@@ -52,7 +52,9 @@ def _run(record_email: str, answer: str, card: str, closing: str) -> list[dict[s
         },
         {"role": "user", "content": answer},
         _call(
-            "c2", "update_subscription", {"customer_id": "li_wei", "plan": "unlimited", "payment_id": card}
+            "c2",
+            "update_subscription",
+            {"customer_id": "li_wei", "plan": "unlimited", "payment_id": card},
         ),
         {"role": "tool", "tool_call_id": "c2", "content": '{"plan": "unlimited", "charged": 45}'},
         {"role": "assistant", "content": closing},
