@@ -16,6 +16,9 @@ Rules, comparing a model call's output with what follows it:
   appears in no tool result, no user message and not in the run's instructions, and is not
   the sum or difference of two values seen there, nor the total of a field over a list of a
   JSON result (numbers compared as numbers: 1,234.50 is 1234.5);
+- `unsupported_operand`: the agent computes with a number nothing gave it: a call's argument
+  is an arithmetic expression (`expression_pattern`, "(122 + 127) * 2 * 1.5") with an operand
+  no tool result, user message or instruction holds (small whole numbers, counts, excepted);
 - `claimed_unperformed_action`: the model says it has done something ("one bag has been
   added", "I have cancelled ...": `claimed_action_pattern`) and no successful change before
   it is of that kind: no successful mutating call names the verb or the thing claimed in its
@@ -143,13 +146,22 @@ class ReasoningActionConfig:
     claim_condition_pattern: str = (
         r"\b(once|if|when|whether|after|before|unless|until|not|never|cannot|can't|no|none)\b"
     )
+    # A call argument that is a calculation; "" turns `unsupported_operand` off.
+    expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
+    # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
+    small_integer_max: int = 12
     # Values remembered per run for `unsupported_value` (a bound on memory: past it the rule
     # stops for the run, counted in the finding-free `values_dropped`).
     max_values_per_run: int = 20_000
 
     def validate(self) -> None:
         """Every value of this section is valid."""
-        for name in ("value_pattern", "claimed_action_pattern", "claim_condition_pattern"):
+        for name in (
+            "value_pattern",
+            "claimed_action_pattern",
+            "claim_condition_pattern",
+            "expression_pattern",
+        ):
             try:
                 re.compile(getattr(self, name))
             except re.error as exc:
@@ -234,6 +246,7 @@ class ReasoningAction(Detector):
         )
         self.claim_stopwords = frozenset(w.lower() for w in c.claim_stopwords)
         self.claim_condition = re.compile(c.claim_condition_pattern, re.IGNORECASE)
+        self.expression = re.compile(c.expression_pattern) if c.expression_pattern else None
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -251,6 +264,8 @@ class _Told:
     text: str  # as written ("$1,234.50")
     value: float
     said: str
+    # For an operand of a calculation: the call's tool name (else "").
+    tool: str = ""
 
 
 class _ReasoningRun(DetectorRun):
@@ -291,6 +306,7 @@ class _ReasoningRun(DetectorRun):
             self._user(step.input_text)
             return self._on_model(step, run)
         if step.kind is _TOOL and step.tool_name:
+            self._operands(step, run)
             self._learn(step.tool_result or step.error)
             if self.seen is not None and self.detector.value is not None:
                 self.seen |= list_totals(step.tool_result)
@@ -327,11 +343,39 @@ class _ReasoningRun(DetectorRun):
             if len(values) != 1:
                 continue
             value = next(iter(values))
-            if self._supported(value, self.seen) or any(t.value == value for t in self.told):
+            if self._supported(value, self.seen) or any(
+                t.value == value and not t.tool for t in self.told
+            ):
                 continue
             if len(self.told) < self.config.max_findings_per_run:
                 said = _around(step.output_text, match.start(), match.end())
                 self.told.append(_Told(run.ref(step), match.group().strip(), value, said))
+
+    def _operands(self, step: Step, run: Run) -> None:
+        """Operands of a calculation in a call's arguments that nothing seen so far holds."""
+        expression = self.detector.expression
+        if expression is None or self.seen is None or not step.tool_arguments:
+            return
+        try:
+            arguments = json.loads(step.tool_arguments)
+        except ValueError:
+            return
+        if not isinstance(arguments, dict):
+            return
+        for value in arguments.values():
+            if not isinstance(value, str) or not expression.match(value.strip()):
+                continue
+            for operand in sorted(numbers(value)):
+                small = operand.is_integer() and operand <= self.config.small_integer_max
+                # An operand is copied from somewhere, not computed: it must be there as is.
+                if small or operand in self.seen:
+                    continue
+                if len(self.told) < self.config.max_findings_per_run:
+                    text = f"{operand:g}"
+                    self.told.append(
+                        _Told(run.ref(step), text, operand, value.strip()[:120], step.tool_name)
+                    )
+                return
 
     def _claims(self, step: Step, run: Run) -> list[Finding]:
         """Things the model says were done that no successful change before did."""
@@ -383,6 +427,22 @@ class _ReasoningRun(DetectorRun):
             instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
             seen = self.seen | numbers(instructions)
             for told in self.told:
+                if told.tool:
+                    if told.value in seen:
+                        continue
+                    findings.extend(
+                        self._emit(
+                            told.step,
+                            "unsupported_operand",
+                            0.65,
+                            f"{told.tool} computed {told.said!r} with {told.text}, a number no "
+                            "tool result, user message or instruction holds",
+                            [told.step],
+                            {"operand": told.text, "expression": told.said},
+                            run,
+                        )
+                    )
+                    continue
                 if self._supported(told.value, seen):
                     continue
                 findings.extend(

@@ -138,3 +138,33 @@ def test_fm26_let_me_know_or_a_user_turn_after_it_is_no_announcement():
     answered.llm(input_text="Cancel R-1.", output="I will also check cancel_booking's receipt.")
     answered.human("No need, thanks. Bye!")
     assert rules([*answered.steps, answered.root()], mode="FM-2.6") == []
+
+
+def test_fm26_a_calculation_with_a_number_nothing_gave():
+    run = RunBuilder(agent="finops")
+    run.llm(input_text="What will m5.large cost us per month?", calls=("get_price",))
+    run.tool("get_price", {"instance": "m5.large"}, '{"instance": "m5.large", "hourly": 0.096}')
+    run.llm(input_text="What will m5.large cost us per month?", calls=("calculate",))
+    run.tool("calculate", {"expression": "730 * 0.096 * 1.35"}, "94.608")
+    run.llm(input_text="What will m5.large cost us per month?", output="About $94.61 a month.")
+    root = run.root(**{conventions.TASK_DESCRIPTION: "A month counts as 730 hours."})
+    findings = [f for f in analyse([*run.steps, root])[0] if f.mode == "FM-2.6"]
+    assert [(f.rule, f.evidence["operand"]) for f in findings] == [("unsupported_operand", "1.35")]
+    assert "730 * 0.096 * 1.35" in findings[0].message
+    # every operand given (the hours by the instructions, the price by the tool, a count of 2
+    # instances): the computed value needs no other support
+    fine = RunBuilder(agent="finops")
+    fine.llm(input_text="Two m5.large, per month?", calls=("get_price",))
+    fine.tool("get_price", {"instance": "m5.large"}, '{"hourly": 0.096}')
+    fine.llm(input_text="Two m5.large, per month?", calls=("calculate",))
+    fine.tool("calculate", {"expression": "730 * 0.096 * 2"}, "140.16")
+    fine.llm(input_text="Two m5.large, per month?", output="About $140.16 a month.")
+    root = fine.root(**{conventions.TASK_DESCRIPTION: "A month counts as 730 hours."})
+    assert rules([*fine.steps, root], mode="FM-2.6") == []
+
+
+@needs_tau
+def test_fm26_a_made_up_multiplier_on_a_real_run():
+    # run 114 quotes a business upgrade from calculate("498 * 1.5"): 1.5 comes from nowhere
+    found = [f for f in tau_findings(114, "FM-2.6") if f.rule == "unsupported_operand"]
+    assert len(found) == 1 and "1.5" in found[0].message and "498" in found[0].message
