@@ -315,7 +315,7 @@ def _objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[
         return []
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     out: list[tuple[str, set[str]]] = []
     todo = [doc]
@@ -340,7 +340,7 @@ def _string_arguments(arguments: str) -> list[tuple[str, str]]:
     """(name, value) of every string value in a call's JSON arguments, nested ones included."""
     try:
         doc = json.loads(arguments) if arguments else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     out: list[tuple[str, str]] = []
     todo: list[tuple[str, Any]] = [("", doc)]

@@ -195,7 +195,7 @@ def list_totals(text: str) -> set[float]:
         return set()
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return set()
     out: set[float] = set()
     todo = [doc]
@@ -358,7 +358,7 @@ class _ReasoningRun(DetectorRun):
             return
         try:
             arguments = json.loads(step.tool_arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return
         if not isinstance(arguments, dict):
             return
@@ -609,7 +609,7 @@ def _call_stems(tool: str, arguments: str) -> frozenset[str]:
     names = re.findall(r"[a-z]+", tool.lower())
     try:
         parsed = json.loads(arguments) if arguments else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         parsed = {}
     if isinstance(parsed, dict):
         for key in parsed:

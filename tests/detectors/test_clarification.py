@@ -78,3 +78,20 @@ def test_fm22_on_real_runs():
         and "credit_card_" in found[0].evidence["others"][0]
     )
     assert tau_findings(6, "FM-2.2") == []
+
+
+def test_hostile_arguments_and_results_are_read_without_a_crash():
+    deep = "[" * 50_000 + "]" * 50_000
+    run = RunBuilder(agent="support")
+    run.llm(input_text="Refund order 9 to card_1234.", calls=("get_customer",))
+    run.tool("get_customer", {"customer": "c_1"}, deep)
+    run.tool("get_customer", {"customer": "c_1"}, '{"a": [{"x": 1e400}, {"x": 1e400}]}')
+    run.llm(
+        input_text="Refund order 9.", output="You owe $" + "9" * 500 + ". Done: it has been sent"
+    )
+    run.tool("update_refund", deep, "ok")
+    run.tool("calculate", {"expression": "1e400 * " + "9" * 400}, "inf")
+    run.tool("update_refund", {"card": "card_9999", "nested": [[[["card_8888"]]]]}, deep)
+    findings, signatures = analyse([*run.steps, run.root()])
+    assert len(signatures) == 1
+    assert all(f.message for f in findings)
