@@ -2,7 +2,8 @@
 
 Decided when the run closes:
 - `after_failed_call`: the run's last tool call failed and nothing after it recovered (no
-  successful tool call followed);
+  successful tool call followed), and no user turn came after it (a user told of the failure
+  who ends the conversation made that choice);
 - `pending_steps`: the final answer itself says work remains (`signals.pending_pattern`:
   "next steps:", "still need to", "not yet verified", ...);
 - `no_deliverable`: the task requires a deliverable (`required_final_pattern`, e.g. "root
@@ -104,6 +105,7 @@ class _PrematureRun(DetectorRun):
         "detector",
         "empty",
         "first_answer",
+        "human_after_tool",
         "last_model",
         "last_tool",
         "reprompt",
@@ -124,12 +126,14 @@ class _PrematureRun(DetectorRun):
         self.answers = 0
         self.calls = 0
         self.first_answer: Step | None = None
+        self.human_after_tool = False
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _TOOL and step.tool_name:
             self.last_tool = step
             self.calls += 1
             self.empty = None
+            self.human_after_tool = False
         elif step.kind is _LLM:
             self.last_model = step
             blank = not step.output_text.strip() and not step.tool_calls
@@ -139,6 +143,7 @@ class _PrematureRun(DetectorRun):
                 if self.first_answer is None and self.calls == 0:
                     self.first_answer = step
         elif step.kind is _HUMAN:
+            self.human_after_tool = self.human_after_tool or bool(step.input_text.strip())
             if (
                 self.empty is not None
                 and self.reprompt is None
@@ -189,7 +194,12 @@ class _PrematureRun(DetectorRun):
                     run=run,
                 )
             ]
-        if tool is not None and tool.failed and (model is None or model.start_ns >= tool.start_ns):
+        if (
+            tool is not None
+            and tool.failed
+            and not self.human_after_tool
+            and (model is None or model.start_ns >= tool.start_ns)
+        ):
             return [
                 self.detector.finding(
                     at=tool,

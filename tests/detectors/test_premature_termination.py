@@ -102,3 +102,21 @@ def test_fm31_tau_bench_stops_without_looking_up_the_reservation():
     findings = tau_findings(54, "FM-3.1")
     assert [f.rule for f in findings] == ["no_tool_call"]
     assert tau_findings(0, "FM-3.1") == []
+
+
+def test_fm31_a_failure_the_user_was_told_of_before_ending_is_not_premature():
+    run = RunBuilder(agent="crm-agent")
+    run.tool("get_ticket", {"ticket_id": "T-1"}, '{"id": "T-1"}')
+    run.tool("close_ticket", {"ticket_id": "T-1"}, error="Error: T-1 is locked by billing")
+    run.final("T-1 is locked by billing, so I cannot close it. Shall I ask billing?")
+    run.human("No, leave it, thanks.")
+    assert rules(run.steps, mode="FM-3.1") == []
+    # Without the user's turn the agent stopped on its own after the failure.
+    run.steps.pop()
+    assert rules(run.steps, mode="FM-3.1") == [("FM-3.1", "after_failed_call")]
+
+
+@needs_tau
+def test_fm31_tau_bench_user_ends_after_a_failed_write():
+    # Run 165: the downgrade fails (not enough seats), the agent says so, the user ends.
+    assert tau_findings(165, "FM-3.1") == []
