@@ -10,7 +10,7 @@ import pytest
 from processors.detectors.signals import is_final_answer
 from processors.model import StepKind
 from tests.imported import tau_file, tau_findings, tau_steps
-from tests.steps import GET_PODS, RunBuilder, rules
+from tests.steps import GET_PODS, RunBuilder, analyse, rules
 
 needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
@@ -71,3 +71,37 @@ def test_fm15_tau_bench_conversation_turns_are_not_final_answers():
     texts = [s for s in steps if s.kind is StepKind.LLM and is_final_answer(s)]
     assert texts, "text-only turns the user answered"
     assert tau_findings(0, "FM-1.5") == []
+
+
+# --- cut off mid-work --------------------------------------------------------------------------
+
+
+def test_fm15_coding_agent_cut_off_mid_work():
+    run = RunBuilder(agent="codex")
+    run.human("Make the test suite pass.")
+    for i in range(12):
+        run.tool("shell", {"command": ["bash", "-lc", f"sed -n {i},{i + 40}p src/cart.py"]}, "x")
+    findings = [f for f in analyse(run.steps)[0] if f.mode == "FM-1.5"]
+    assert [f.rule for f in findings] == ["ended_mid_work"]
+    assert "shell after 12 tool calls" in findings[0].message
+
+
+def test_fm15_ending_on_an_escalation_or_an_answer_is_not_cut_off():
+    run = RunBuilder(agent="support")
+    for i in range(12):
+        run.tool("get_order", {"order_id": f"o-{i}"}, "{}")
+    run.tool("transfer_to_human_agents", {"summary": "refund dispute"}, "Transfer successful")
+    assert rules(run.steps, mode="FM-1.5") == []
+    run = RunBuilder(agent="support")
+    for i in range(12):
+        run.tool("get_order", {"order_id": f"o-{i}"}, "{}")
+    run.final("Orders o-0 to o-11 are all shipped.")
+    assert rules(run.steps, mode="FM-1.5") == []
+
+
+@needs_tau
+def test_fm15_tau_bench_cut_off_at_the_turn_limit():
+    # Run 33 ends on a search_direct_flight result at the turn limit (labelled FM-1.5);
+    # run 4 ends on transfer_to_human_agents and stays silent.
+    assert [f.rule for f in tau_findings(33, "FM-1.5")] == ["ended_mid_work"]
+    assert tau_findings(4, "FM-1.5") == []
