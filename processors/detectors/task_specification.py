@@ -102,6 +102,10 @@ class TaskSpecificationConfig:
         r"(must|always)\s+(first\s+)?(get|obtain|ask for|request)\s+(the user'?s?\s+)?"
         r"(explicit\s+)?(approval|confirmation|consent)"
     )
+    # Apply the confirmation rule only to conversations: runs where the user spoke again after
+    # the task (a one-shot run, such as a coding agent's, is approved by its harness, if at
+    # all, not in the transcript).
+    confirmation_needs_conversation: bool = True
     # A user turn that agrees to what the agent proposed.
     affirmative_pattern: str = (
         r"\b(yes|yeah|yep|yup|confirm(ed)?|go ahead|proceed|approved?|do it|"
@@ -226,6 +230,7 @@ class _TaskSpecificationRun(DetectorRun):
         "steps",
         "tokens",
         "user_text",
+        "user_turns",
     )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN, StepKind.HANDOFF})
 
@@ -252,6 +257,7 @@ class _TaskSpecificationRun(DetectorRun):
         # with no call); a change that failed in this user turn (tool, arguments); the agent's
         # first refusal (its words); the calls decided at close.
         self.user_text = ""
+        self.user_turns = 0
         self.proposal = False
         self.failed_change: tuple[str, str] | None = None
         self.refusal = ""
@@ -336,6 +342,7 @@ class _TaskSpecificationRun(DetectorRun):
         if not text:
             return
         self.user_text = text
+        self.user_turns += 1
         self.proposal = False
         self.failed_change = None
 
@@ -386,7 +393,10 @@ class _TaskSpecificationRun(DetectorRun):
                 "escalation_after_refusal": self.detector.escalate_only,
                 "escalation_offered_after_refusal": self.detector.escalate_only,
             }
+            one_shot = self.config.confirmation_needs_conversation and self.user_turns < 2
             for held in self.pending:
+                if one_shot and held.rule == "change_without_confirmation":
+                    continue
                 clause = clauses[held.rule]
                 found = clause.search(instructions) if clause is not None else None
                 if found is None:

@@ -115,6 +115,7 @@ def test_fm11_a_confirmed_change_or_a_run_without_such_a_policy_is_silent():
 
 def test_fm11_retrying_a_failed_change_with_other_arguments_needs_a_new_yes():
     run = RunBuilder(agent="billing")
+    run.llm(input_text="Pay invoice INV-7.", output="INV-7 is $120, card ending 4242. Go ahead?")
     run.llm(input_text="Yes, charge the card ending 4242.", calls=("update_invoice",))
     run.tool("update_invoice", {"invoice": "INV-7", "amount": 120}, error="amount mismatch: 135")
     run.llm(input_text="Yes, charge the card ending 4242.", calls=("update_invoice",))
@@ -193,3 +194,19 @@ def test_fm11_offering_to_escalate_a_request_the_agent_refused():
     )
     root = fine.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
     assert rules([*fine.steps, root], mode="FM-1.1") == []
+
+
+def test_fm11_a_one_shot_run_is_not_held_to_in_transcript_confirmation():
+    # a coding agent whose instructions ask for approval: the harness approves, not a user turn
+    run = RunBuilder(agent="coder")
+    run.llm(input_text="Rename the config loader.", calls=("apply_patch",))
+    run.tool("apply_patch", {"input": "*** Update File: app/config.py"}, "Done")
+    run.llm(input_text="Rename the config loader.", output="Renamed.")
+    instructions = "Ask for explicit approval before running commands that write outside cwd."
+    root = run.root(**{conventions.TASK_DESCRIPTION: instructions})
+    assert rules([*run.steps, root], mode="FM-1.1") == []
+    config = DetectorsConfig()
+    config.task_specification.confirmation_needs_conversation = False
+    assert rules([*run.steps, root], config, mode="FM-1.1") == [
+        ("FM-1.1", "change_without_confirmation")
+    ]
