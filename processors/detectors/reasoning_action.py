@@ -101,7 +101,11 @@ class ReasoningActionConfig:
         r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned)\b|"
         r"\bI(?:'ve| have)\s+(?:now\s+)?(?:also\s+)?(?:successfully\s+)?(?P<verb2>added|removed|"
         r"cancell?ed|booked|sent|issued|deleted|created|closed|restarted|deployed|merged|"
-        r"submitted|scheduled|assigned)\s+(?P<thing2>(?:\w+\s+){0,3}\w+)"
+        r"submitted|scheduled|assigned)\s+(?P<thing2>(?:\w+\s+){0,3}\w+)|"
+        # a list item of a summary: "- **Checked Bag:** 1 checked bag added"
+        r"(?m:^\s*(?:[-*•]|\d+[.)])\s+(?:\*\*[^*\n]{1,40}\*\*:?\s*)?"
+        r"(?P<thing3>(?:[\w-]+\s+){0,3}?[\w-]+)\s+(?P<verb3>added|removed|cancell?ed|booked|sent|"
+        r"issued|deleted|created|closed)(?=\s*(?:[.(,;]|$)))"
     )
     # Words too common to tell one change from another ("your", "the", "reservation" stays).
     claim_stopwords: list[str] = field(
@@ -146,6 +150,8 @@ class ReasoningActionConfig:
     claim_condition_pattern: str = (
         r"\b(once|if|when|whether|after|before|unless|until|not|never|cannot|can't|no|none)\b"
     )
+    # Words in the thing claimed that make it a possibility, not a deed ("bags can be added").
+    claim_modal_pattern: str = r"\b(be|to|will|would|can|could|may|might|should|must|being)\b"
     # A call argument that is a calculation; "" turns `unsupported_operand` off.
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
     # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
@@ -160,6 +166,7 @@ class ReasoningActionConfig:
             "value_pattern",
             "claimed_action_pattern",
             "claim_condition_pattern",
+            "claim_modal_pattern",
             "expression_pattern",
         ):
             try:
@@ -246,6 +253,7 @@ class ReasoningAction(Detector):
         )
         self.claim_stopwords = frozenset(w.lower() for w in c.claim_stopwords)
         self.claim_condition = re.compile(c.claim_condition_pattern, re.IGNORECASE)
+        self.claim_modal = re.compile(c.claim_modal_pattern, re.IGNORECASE)
         self.expression = re.compile(c.expression_pattern) if c.expression_pattern else None
 
     def _terms_in(self, text: str) -> frozenset[str]:
@@ -384,8 +392,8 @@ class _ReasoningRun(DetectorRun):
             return []
         out: list[Finding] = []
         for match in pattern.finditer(step.output_text):
-            verb = match.group("verb") or match.group("verb2") or ""
-            thing = match.group("thing") or match.group("thing2") or ""
+            verb = match.group("verb") or match.group("verb2") or match.group("verb3") or ""
+            thing = match.group("thing") or match.group("thing2") or match.group("thing3") or ""
             wanted = {
                 _stem(w)
                 for w in re.findall(r"[a-z]+", thing.lower())
@@ -399,7 +407,9 @@ class _ReasoningRun(DetectorRun):
                     text.rfind(". ", 0, match.start()), text.rfind("\n", 0, match.start()), 0
                 ) : match.start()
             ]
-            if self.detector.claim_condition.search(sentence + " " + thing):
+            if self.detector.claim_condition.search(
+                sentence + " " + thing
+            ) or self.detector.claim_modal.search(thing):
                 continue
             verb_stem = _stem(verb)
             if any(verb_stem in change or wanted & change for change in self.changes):

@@ -168,3 +168,24 @@ def test_fm26_a_made_up_multiplier_on_a_real_run():
     # run 114 quotes a business upgrade from calculate("498 * 1.5"): 1.5 comes from nowhere
     found = [f for f in tau_findings(114, "FM-2.6") if f.rule == "unsupported_operand"]
     assert len(found) == 1 and "1.5" in found[0].message and "498" in found[0].message
+
+
+def test_fm26_a_summary_list_item_claiming_a_change_not_made():
+    run = RunBuilder(agent="ops")
+    run.llm(input_text="Scale web and open a ticket.", calls=("scale_deployment",))
+    run.tool("scale_deployment", {"name": "web", "replicas": 4}, "deployment.apps/web scaled")
+    run.llm(
+        input_text="Scale web and open a ticket.",
+        output="Summary:\n- **Scaling:** web scaled to 4 replicas\n- **Ticket:** OPS-12 created\n"
+        "- A status page update can be sent later if you wish.",
+    )
+    findings = [f for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+    assert [f.rule for f in findings] == ["claimed_unperformed_action"]
+    assert "OPS-12 created" in findings[0].message
+
+
+@needs_tau
+def test_fm26_a_summary_claiming_a_bag_never_added_on_a_real_run():
+    # run 153 ends "- **Checked Bag:** 1 checked bag added"; no baggage update was ever made
+    found = [f for f in tau_findings(153, "FM-2.6") if f.rule == "claimed_unperformed_action"]
+    assert len(found) == 1 and "1 checked bag added" in found[0].message
