@@ -272,8 +272,9 @@ class _ClarificationRun(DetectorRun):
             rule="ambiguous_then_mutate",
             confidence=0.8,
             message=(
-                f"{step.tool_name} changed the system right after {unclear.tool_name} left the "
-                f"target unclear, without asking"
+                f"{step.tool_name}({short(step.tool_arguments, 100)}) changed the system right "
+                f"after {unclear.tool_name} left the target unclear "
+                f"({short(unclear.tool_result or unclear.error, 100)!r}), without asking"
             ),
             evidence=[unclear, step],
             values={

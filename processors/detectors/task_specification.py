@@ -436,7 +436,8 @@ class _TaskSpecificationRun(DetectorRun):
                     step,
                     "mutation_in_read_only_task",
                     0.9,
-                    f"{step.tool_name} changed the system in a read-only task",
+                    f"{step.tool_name}({short(arguments, 120)}) changed the system in a "
+                    "read-only task",
                     {"tool": step.tool_name, "arguments": short(arguments)},
                     run,
                 )
