@@ -296,7 +296,9 @@ def test_import_then_findings_signatures_and_run_read_them_back(tmp_path):
     spans = json.loads(timeline.stdout)["spans"]
     (codex_run,) = codex.runs(str(CODEX))
     assert len(spans) == len(codex_run.spans)
-    assert any(s["findings"] for s in spans)
+    # A run with findings shows them on its spans.
+    flagged = run_cli("run", rows[0]["trace_id"], "--data-dir", data_dir, "--output", "json")
+    assert any(s["findings"] for s in json.loads(flagged.stdout)["spans"])
 
     again = run_cli("import", "--data-dir", data_dir, str(runs_file), str(CODEX))
     assert again.returncode == 0, again.stderr

@@ -22,7 +22,8 @@ log events, see schemas/conventions.md):
 - user messages are spans of their own (`mast.import.role` user); a turn the user typed (not
   instructions or `<environment_context>`) carries a `gen_ai.user.message` event, read as a
   HUMAN step; `error` / `stream_error`
-  events are failed `chat` spans; `turn_aborted` and `compacted` are plain spans;
+  events are failed `chat` spans; `turn_aborted` is a plain span, `compacted` a span of the
+  agent (`gen_ai.agent.name`) named `compacted`, which detectors read as a deliberate summary;
 - the task (`mast.task.description`) is the session's instructions, developer messages and
   instruction files (AGENTS.md), then the first user message that is not the harness's
   `<environment_context>`.
@@ -270,7 +271,9 @@ def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -
             b.history = [{"role": "user", "parts": [S.text_part(summary)]}] if summary else []
             if isinstance(replacement, list):
                 b.history = _history_of(replacement)
-            b.plain(index, time_ns, "compacted", {S.CONTENT: summary})
+            # The agent's own compaction: a step of its own (named so detectors read it as a
+            # deliberate summary), so the shorter history after it is not a loss.
+            b.plain(index, time_ns, "compacted", {"gen_ai.agent.name": AGENT, S.CONTENT: summary})
         elif kind == "event_msg":
             _event(b, index, time_ns, payload)
         elif kind == "response_item":

@@ -245,33 +245,35 @@ class _MissingVerificationRun(DetectorRun):
 
 
 def _reports_state(result: str, targets: frozenset[str]) -> bool:
-    """The result is a structured record (a JSON object or list with fields of its own, not an
-    envelope around a line of text) that names a changed resource: the call reported the
-    resource's new state."""
+    """The result is a structured record (a JSON object or list) one of whose fields is a
+    changed resource's name or id (`"reservation_id": "ZFA04Y"`): the call reported the
+    resource's new state. A name inside a line of text ("Updated the following files: M
+    cart.py", "deployment.apps/checkout configured") is not a record of it."""
     if not targets:
         return False
-    record = _record(result)
-    if record is None:
+    text = result.strip()
+    if not text or text[0] not in "{[":
         return False
-    lowered = json.dumps(record).lower()
-    return any(target in lowered for target in targets)
-
-
-def _record(text: str, depth: int = 0) -> dict[str, Any] | list[Any] | None:
-    stripped = text.strip()
-    if depth > 3 or not stripped or stripped[0] not in "{[":
-        return None
     try:
-        parsed = json.loads(stripped)
+        parsed = json.loads(text)
     except (ValueError, RecursionError):
-        return None
-    if isinstance(parsed, dict) and len(parsed) == 1:
-        (inner,) = parsed.values()
-        if isinstance(inner, str):  # {"outputs": "deployment.apps/x configured"}
-            return _record(inner, depth + 1)
-    if isinstance(parsed, dict | list) and parsed:
-        return parsed
-    return None
+        return False
+    values: set[str] = set()
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 6 or len(values) > 4096:
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            values.add(str(value).strip().lower())
+
+    walk(parsed, 0)
+    return bool(values & targets)
 
 
 FACTORY = DetectorFactory(

@@ -102,6 +102,7 @@ class _PrematureRun(DetectorRun):
         "answers",
         "calls",
         "config",
+        "content_seen",
         "detector",
         "empty",
         "first_answer",
@@ -125,6 +126,9 @@ class _PrematureRun(DetectorRun):
         self.reprompt: tuple[Step, Step] | None = None
         self.answers = 0
         self.calls = 0
+        # Some model response of the run carried text or calls: its content is recorded (an
+        # instrumentation that does not capture content leaves every response blank).
+        self.content_seen = False
         self.first_answer: Step | None = None
         self.human_after_tool = False
 
@@ -136,8 +140,11 @@ class _PrematureRun(DetectorRun):
             self.human_after_tool = False
         elif step.kind is _LLM:
             self.last_model = step
-            blank = not step.output_text.strip() and not step.tool_calls
-            self.empty = step if blank else None
+            blank = _blank(step)
+            self.content_seen = self.content_seen or bool(
+                step.output_text.strip() or step.tool_calls
+            )
+            self.empty = step if blank and self.content_seen else None
             if not step.tool_calls and not blank:
                 self.answers += 1
                 if self.first_answer is None and self.calls == 0:
@@ -177,12 +184,7 @@ class _PrematureRun(DetectorRun):
         tool, model = self.last_tool, self.last_model
         final = model if model is not None and is_final_answer(model) else None
         ended_on_model = model is not None and (tool is None or model.start_ns >= tool.start_ns)
-        if (
-            ended_on_model
-            and model is not None
-            and not model.output_text.strip()
-            and not model.tool_calls
-        ):
+        if ended_on_model and model is not None and self.content_seen and _blank(model):
             return [
                 self.detector.finding(
                     at=model,
@@ -279,6 +281,12 @@ class _PrematureRun(DetectorRun):
                 )
             ]
         return ()
+
+
+def _blank(step: Step) -> bool:
+    """A model response with no text and no call, that produced no output tokens either (a
+    response whose tokens were counted but whose content was not recorded is not blank)."""
+    return not step.output_text.strip() and not step.tool_calls and not (step.output_tokens or 0)
 
 
 def _last_sentence(text: str) -> str:

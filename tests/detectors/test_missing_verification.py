@@ -5,9 +5,12 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from tests.imported import tau_file, tau_findings
+from tests.imported import codex_findings, tau_file, tau_findings
 from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
 
 needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
@@ -128,3 +131,26 @@ def test_fm32_tau_bench_booking_returns_its_record():
     # Run 0 books after reading the user and flights; the booking's result is the new
     # reservation record: no finding (labelled clean for FM-3.2).
     assert tau_findings(0, "FM-3.2") == []
+
+
+def test_fm32_codex_session_patch_checked_by_its_test_run():
+    # The Codex fixture: update_plan (planning), apply_patch on cart.py, then `pytest -q`.
+    from collector.analyze import analyze_files
+    from collector.config import Config
+
+    fixture = (
+        Path(__file__).resolve().parent.parent
+        / "fixtures/codex/rollout-2025-11-22T21-45-35-019aad50-0000-7000-8000-00000000c0de.jsonl"
+    )
+    assert [f for f in analyze_files(Config(), [str(fixture)]) if f.mode == "FM-3.2"] == []
+    # Without the test run, the patch is unverified; the plan is never a change.
+    lines = [
+        line
+        for line in fixture.read_text().splitlines()
+        if '"call_exec01"' not in line and "the cart tests pass" not in line
+    ]
+    findings = codex_findings([json.loads(line) for line in lines])
+    unverified = [f for f in findings if f.mode == "FM-3.2"]
+    assert [f.message for f in unverified] == [
+        "apply_patch changed cart.py and the run ended without checking the result"
+    ]

@@ -33,19 +33,34 @@ def test_fm31_required_deliverable():
 def _coder() -> RunBuilder:
     run = RunBuilder(agent="codex")
     run.human("Fix the failing total() in src/cart.py and keep the tests green.")
+    run.llm(calls=("shell",))
     run.tool("shell", {"command": ["bash", "-lc", "python -m pytest -q"]}, "1 failed")
     return run
 
 
+def _empty(run: RunBuilder) -> None:
+    """A model response with no text, no call and no output tokens."""
+    run.llm(output="").output_tokens = 0
+
+
 def test_fm31_coding_agent_ends_on_an_empty_answer():
     run = _coder()
-    run.llm(output="")
+    _empty(run)
     assert rules(run.steps, mode="FM-3.1") == [("FM-3.1", "empty_answer")]
+
+
+def test_fm31_no_recorded_content_is_not_an_empty_answer():
+    # An instrumentation that records no message content leaves every response blank.
+    run = RunBuilder(agent="codex")
+    run.llm(output="").output_tokens = 0
+    run.tool("shell", {"command": ["bash", "-lc", "python -m pytest -q"]}, "2 passed")
+    run.llm(output="").output_tokens = 0
+    assert rules(run.steps, mode="FM-3.1") == []
 
 
 def test_fm31_harness_reprompts_after_an_empty_answer():
     run = _coder()
-    run.llm(output="")
+    _empty(run)
     run.human("continue")
     run.tool("apply_patch", {"input": "*** Begin Patch\n*** Update File: src/cart.py\n"}, "ok")
     run.tool("shell", {"command": ["bash", "-lc", "python -m pytest -q"]}, "3 passed")
