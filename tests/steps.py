@@ -89,6 +89,21 @@ class RunBuilder:
     def final(self, text: str, agent: str | None = None) -> Step:
         return self.llm(output=text, agent=agent)
 
+    def human(self, text: str) -> Step:
+        """A turn of the user (a person, a simulated user or a harness re-prompting)."""
+        step = Step(
+            trace_id=self.trace_id,
+            span_id=self._span_id(),
+            parent_span_id=self.root_id,
+            name="user message",
+            kind=StepKind.HUMAN,
+            start_ns=self.t,
+            end_ns=self.t + 1000,
+            dialect="genai",
+            input_text=text,
+        )
+        return self._add(step)
+
     def handoff(self, target: str, message: str, agent: str | None = None) -> Step:
         step = Step(
             trace_id=self.trace_id,

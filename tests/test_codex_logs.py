@@ -74,6 +74,7 @@ def test_codex_conversation_is_a_run_with_findings(tmp_path):
         ("FM-3.1", "after_failed_call"),
     ]
     repetition = next(f for f in found if f["mode"] == "FM-1.3")
-    assert repetition["evidence"]["repeats"] == 3
+    # A failing call repeated unchanged is reported once its second run failed the same way.
+    assert repetition["evidence"]["repeats"] == 2
     assert signature[0]["tool_calls"] == 3
     assert signature[0]["modes"] == ["FM-1.3", "FM-1.5", "FM-3.1"]

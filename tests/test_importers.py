@@ -296,7 +296,9 @@ def test_import_then_findings_signatures_and_run_read_them_back(tmp_path):
     spans = json.loads(timeline.stdout)["spans"]
     (codex_run,) = codex.runs(str(CODEX))
     assert len(spans) == len(codex_run.spans)
-    assert any(s["findings"] for s in spans)
+    # A run with findings shows them on its spans.
+    flagged = run_cli("run", rows[0]["trace_id"], "--data-dir", data_dir, "--output", "json")
+    assert any(s["findings"] for s in json.loads(flagged.stdout)["spans"])
 
     again = run_cli("import", "--data-dir", data_dir, str(runs_file), str(CODEX))
     assert again.returncode == 0, again.stderr
@@ -396,3 +398,48 @@ def test_real_accuracy_script_on_fixture_labels(tmp_path):
     shown = _script("--data", str(TAU), "--labels", str(SAMPLE_LABELS), "--show-findings")
     assert shown.returncode == 0, shown.stderr
     assert "Findings:" in shown.stdout and "message " in shown.stdout
+
+
+# --- user turns are steps --------------------------------------------------------------------
+
+
+def test_chat_user_turns_are_human_steps():
+    from processors.model import StepKind
+    from tests.imported import chat_steps
+
+    steps = chat_steps(
+        [
+            {"role": "system", "content": "You are a support agent for Acme CRM."},
+            {"role": "user", "content": "Close ticket T-42."},
+            {"role": "assistant", "content": "Closing T-42 now, is that right"},
+            {"role": "user", "content": "yes"},
+            {"role": "assistant", "content": "Done."},
+        ]
+    )
+    humans = [s.input_text for s in steps if s.kind is StepKind.HUMAN]
+    assert humans == ["Close ticket T-42.", "yes"]
+    root = next(s for s in steps if s.is_root)
+    task = root.run_attributes.get("mast.task.description") or ""
+    assert "Close ticket T-42." in task and "yes" not in task.split("Close ticket")[-1]
+
+
+@needs_tau
+def test_tau_bench_simulated_user_turns_are_human_steps():
+    from processors.model import StepKind
+    from tests.imported import tau_run, tau_steps
+
+    run = tau_run(0)
+    users = [m["content"] for m in run["traj"] if m["role"] == "user"]
+    steps = tau_steps(0)
+    assert [s.input_text for s in steps if s.kind is StepKind.HUMAN] == users
+    assert len(users) > 1
+
+
+def test_codex_typed_user_turns_are_human_steps_and_instructions_are_not():
+    from processors.model import StepKind
+    from tests.imported import steps_of
+
+    (run,) = codex.runs(str(CODEX))
+    humans = [s.input_text for s in steps_of(run) if s.kind is StepKind.HUMAN]
+    assert humans and humans[-1] == "Also add a test for an unknown code."
+    assert not [h for h in humans if h.startswith(("# AGENTS.md", "<environment_context>"))]

@@ -15,8 +15,10 @@ failure; the reward is the score when it lies in [0, 1]); a `chat` span per assi
 (its text and requested calls as output, the messages before it as input); an `execute_tool`
 span per requested call, joined to its `tool` result by `tool_call_id` (a result without an
 id answers the oldest unanswered call); and a span per user message (`mast.import.role` user,
-no GenAI operation). A result whose text starts with `Error` marks its tool span failed, the
-convention of function-calling harnesses (tau-bench among them).
+no GenAI operation, a `gen_ai.user.message` event, which normalizes to a HUMAN step: later
+turns of a simulated user or a harness are steps the detectors see). A result whose text
+starts with `Error` marks its tool span failed, the convention of function-calling harnesses
+(tau-bench among them).
 
 Ids and times are deterministic: the trace id is derived from the file's content and the run's
 position, span ids from the trace id and the message index; run N starts at
@@ -198,6 +200,7 @@ def build_run(
                     at(index, 1),
                     root_id,
                     {S.MESSAGE_INDEX: index, S.ROLE: "user", S.CONTENT: text},
+                    events=S.user_message(text),
                 )
             )
             history.append({"role": "user", "parts": [S.text_part(text)]})

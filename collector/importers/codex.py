@@ -19,8 +19,11 @@ log events, see schemas/conventions.md):
   / `shell_command` JSON, the `apply_patch` patch text, a local shell call's action), joined
   to its output by `call_id`; an output saying `success: false`, a non-zero exit code
   (`Exit code: N`, `Process exited with code N`, `metadata.exit_code`) marks it failed;
-- user messages are spans of their own (`mast.import.role` user); `error` / `stream_error`
-  events are failed `chat` spans; `turn_aborted` and `compacted` are plain spans;
+- user messages are spans of their own (`mast.import.role` user); a turn the user typed (not
+  instructions or `<environment_context>`) carries a `gen_ai.user.message` event, read as a
+  HUMAN step; `error` / `stream_error`
+  events are failed `chat` spans; `turn_aborted` is a plain span, `compacted` a span of the
+  agent (`gen_ai.agent.name`) named `compacted`, which detectors read as a deliberate summary;
 - the task (`mast.task.description`) is the session's instructions, developer messages and
   instruction files (AGENTS.md), then the first user message that is not the harness's
   `<environment_context>`.
@@ -268,7 +271,9 @@ def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -
             b.history = [{"role": "user", "parts": [S.text_part(summary)]}] if summary else []
             if isinstance(replacement, list):
                 b.history = _history_of(replacement)
-            b.plain(index, time_ns, "compacted", {S.CONTENT: summary})
+            # The agent's own compaction: a step of its own (named so detectors read it as a
+            # deliberate summary), so the shorter history after it is not a loss.
+            b.plain(index, time_ns, "compacted", {"gen_ai.agent.name": AGENT, S.CONTENT: summary})
         elif kind == "event_msg":
             _event(b, index, time_ns, payload)
         elif kind == "response_item":
@@ -320,7 +325,9 @@ def _item(b: _Builder, index: int, time_ns: int, item: dict[str, Any]) -> None:
         elif stripped and not stripped.startswith(_CONTEXT_PREFIXES) and not b.first_user:
             b.first_user = stripped
         if role == "user":
-            b.plain(index, time_ns, "user message", {S.ROLE: "user", S.CONTENT: text})
+            span = b.plain(index, time_ns, "user message", {S.ROLE: "user", S.CONTENT: text})
+            if stripped and not stripped.startswith(_INSTRUCTION_PREFIXES + _CONTEXT_PREFIXES):
+                span.events = S.user_message(text)  # a turn of the user: a HUMAN step
     # ghost_snapshot, compaction markers and unknown items carry no step
 
 

@@ -56,6 +56,8 @@ class SpanSpec:
     parent_span_id: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set: status Error with this message
+    # Span events: (name, attributes), written in order at the span's start.
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +85,12 @@ def text_part(text: str, kind: str = "text") -> dict[str, Any]:
 
 def tool_call_part(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def user_message(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a span that stands for a user's turn: one `gen_ai.user.message` event (the
+    GenAI per-message event) carrying the text, which the normalizer reads as a HUMAN step."""
+    return [("gen_ai.user.message", {"role": "user", "content": text})]
 
 
 def tool_response_part(call_id: str, result: str) -> dict[str, Any]:
@@ -144,6 +152,11 @@ def request_for(run: RunSpec, scope: str = "mast-otel.importers") -> ExportTrace
         span.start_time_unix_nano = spec.start_ns
         span.end_time_unix_nano = max(spec.end_ns, spec.start_ns)
         span.attributes.extend(_kv(key, value) for key, value in spec.attributes.items())
+        for event_name, event_attrs in spec.events:
+            event = span.events.add()
+            event.name = event_name
+            event.time_unix_nano = spec.start_ns
+            event.attributes.extend(_kv(key, value) for key, value in event_attrs.items())
         if spec.error is not None:
             span.status.code = Status.STATUS_CODE_ERROR
             span.status.message = spec.error

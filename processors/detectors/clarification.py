@@ -6,17 +6,25 @@ Rules:
   a mutating call, with no clarifying step in between (a user/human step, or a model turn that
   asks a question instead of calling a tool);
 - `unnamed_target`: a mutating call on a resource that nothing the agent was given names: not
-  the task, not a user message, not any earlier tool result (`check_unnamed_targets`).
+  the task, not a user message, not any earlier tool result (`check_unnamed_targets`);
+- `unasked_choice`: a mutating call passes an identifier (`choice_value_pattern`: a name
+  followed by a number, such as `gift_card_7815826`) that neither the user nor the
+  instructions named and the agent never put to the user, while tool results offered several
+  of that kind (the same name, other numbers): it chose among them (cards, coupons, accounts)
+  instead of asking which one.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from processors import conventions
 from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorFactory, short
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.signals import words
 from processors.model import Finding, Step, StepKind
 from processors.run import DetectorRun, Run
@@ -45,9 +53,22 @@ class ClarificationConfig:
     enabled: bool = True
     # Also report changes to a resource no input named (task, user, tool results).
     check_unnamed_targets: bool = True
+    # An argument value that identifies one thing among several (an id with letters and
+    # digits); "" turns `unasked_choice` off. Dates and times never count.
+    choice_value_pattern: str = r"\b(?P<kind>[a-z][a-z_.-]{2,40}?)[_.-]?\d{3,}\b"
+    # Argument names whose values are the agent's own to make up (a summary, a note), not a
+    # choice the user makes.
+    free_argument_pattern: str = r"summary|note|comment|reason|message|description|title|body"
 
     def validate(self) -> None:
         """Every value of this section is valid."""
+        for name in ("choice_value_pattern", "free_argument_pattern"):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.clarification.{name}: invalid regular expression ({exc})"
+                ) from exc
 
 
 class Clarification(Detector):
@@ -56,17 +77,29 @@ class Clarification(Detector):
     version = "1.0"
     config: ClarificationConfig
 
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
+        c = self.config
+        self.choice = (
+            re.compile(c.choice_value_pattern, re.IGNORECASE) if c.choice_value_pattern else None
+        )
+        self.free_argument = re.compile(c.free_argument_pattern, re.IGNORECASE)
+
     def open(self, run: Run) -> DetectorRun:
         return _ClarificationRun(self)
 
 
 class _ClarificationRun(DetectorRun):
     __slots__ = (
+        "aliases",
+        "beside",
         "config",
         "detector",
         "known",
         "last_learnt",
+        "offered",
         "reported",
+        "said",
         "task_seen",
         "told",
         "unclear",
@@ -85,6 +118,14 @@ class _ClarificationRun(DetectorRun):
         self.reported = 0
         # Every model call of a run usually carries the same prompt: learnt once is enough.
         self.last_learnt = ""
+        # Tokens the user, the instructions or the agent's own words to the user said (not
+        # tool results): what was put to the user. Bounded as `known` is.
+        self.said: set[str] = set()
+        # Identifiers tool results offered, by kind (their name without the number), and the
+        # other values of the JSON object that holds each (a card's last four digits, a
+        # coupon's amount): saying one of those names it.
+        self.offered: dict[str, set[str]] = {}
+        self.aliases: dict[str, set[str]] = {}
 
     def _learn(self, text: str) -> None:
         if text == self.last_learnt:
@@ -98,15 +139,20 @@ class _ClarificationRun(DetectorRun):
             task = run.attributes.get(conventions.TASK_DESCRIPTION)
             if isinstance(task, str):
                 self._learn(task)
+                self._say(task)
                 self.task_seen = self.told = True
         if step.kind is _HUMAN:
             self.unclear = None
             self._learn(step.input_text)
+            self._say(step.input_text or step.output_text)
             self.told = self.told or bool(step.input_text)
             return ()
         if step.kind in (_LLM, _AGENT, _HANDOFF):
             # What the agent is told (prompts, hand-offs) names things; its own output does not.
             self._learn(step.input_text)
+            if step.kind is _LLM:
+                self._say(step.input_text)
+                self._say(step.output_text)
             self.told = self.told or bool(step.input_text)
             if (
                 step.kind is _LLM
@@ -123,6 +169,8 @@ class _ClarificationRun(DetectorRun):
             if self.unclear is not None:
                 findings.append(self._ambiguous(step, self.unclear, run))
                 self.unclear = None
+            elif choice := self._unasked(step):
+                findings.append(self._unasked_finding(step, choice, run))
             elif (
                 self.config.check_unnamed_targets
                 and self.told
@@ -138,9 +186,85 @@ class _ClarificationRun(DetectorRun):
                 self.unclear = step
             elif not step.failed:
                 self._learn(result)
+                self._offer(result)
         findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
         self.reported += len(findings)
         return findings
+
+    def _say(self, text: str) -> None:
+        if text and len(self.said) < _MAX_WORDS:
+            self.said |= _tokens(text)
+
+    def _offer(self, result: str) -> None:
+        choice = self.detector.choice
+        if choice is None or len(self.offered) >= _MAX_WORDS:
+            return
+        for match in choice.finditer(result[:100_000]):
+            self.offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
+        for value, others in _objects_holding(result[:100_000], choice):
+            self.aliases.setdefault(value, set()).update(others)
+
+    def _unasked(self, step: Step) -> tuple[str, str, list[str]] | None:
+        """The first (argument, value, the other offers of its kind) of a change that nobody
+        put to the user, where tool results offered several of its kind."""
+        choice = self.detector.choice
+        if choice is None or not self.told:
+            return None
+        arguments = _string_arguments(step.tool_arguments)
+        for key, value in arguments:
+            if self.detector.free_argument.search(key):
+                continue
+            match = choice.fullmatch(value)
+            if match is None:
+                continue
+            offers = self.offered.get(match.group("kind").lower(), set())
+            if len(offers | {value.lower()}) < 2 or value.lower() in self.said:
+                continue
+            digits = _DIGITS.findall(value)
+            if digits and any(d in self.said or d[-4:] in self.said for d in digits):
+                continue
+            if self._named_by_alias(value.lower(), offers):
+                continue
+            kind = match.group("kind").lower()
+            same_kind = {
+                v.lower()
+                for _, v in arguments
+                if (m := choice.fullmatch(v)) is not None and m.group("kind").lower() == kind
+            }
+            if len(same_kind) > 1:
+                continue  # a set of them (a trip's flights), not one chosen among several
+            return key, value, sorted(offers - {value.lower()})[:5]
+        return None
+
+    def _named_by_alias(self, value: str, offers: set[str]) -> bool:
+        """Whether the user or the agent said a value of the object holding `value` that no
+        other offer of its kind shares (its last four digits, its own amount)."""
+        mine = self.aliases.get(value, set())
+        if not mine:
+            return False
+        shared = set().union(*(self.aliases.get(o, set()) for o in offers if o != value))
+        return any(a in self.said for a in mine - shared)
+
+    def _unasked_finding(self, step: Step, choice: tuple[str, str, list[str]], run: Run) -> Finding:
+        key, value, others = choice
+        return self.detector.finding(
+            at=step,
+            rule="unasked_choice",
+            confidence=0.65,
+            message=(
+                f"{step.tool_name} used {key}={value} without asking which: the results also "
+                f"offered {', '.join(others)}, and neither the user nor the instructions named "
+                f"it, nor did the agent put it to the user"
+            ),
+            evidence=[step],
+            values={
+                "argument": key,
+                "value": value,
+                "others": others,
+                "action": short(step.tool_arguments),
+            },
+            run=run,
+        )
 
     def _ambiguous(self, step: Step, unclear: Step, run: Run) -> Finding:
         return self.detector.finding(
@@ -148,8 +272,9 @@ class _ClarificationRun(DetectorRun):
             rule="ambiguous_then_mutate",
             confidence=0.8,
             message=(
-                f"{step.tool_name} changed the system right after {unclear.tool_name} left the "
-                f"target unclear, without asking"
+                f"{step.tool_name}({short(step.tool_arguments, 100)}) changed the system right "
+                f"after {unclear.tool_name} left the target unclear "
+                f"({short(unclear.tool_result or unclear.error, 100)!r}), without asking"
             ),
             evidence=[unclear, step],
             values={
@@ -172,6 +297,63 @@ class _ClarificationRun(DetectorRun):
             values={"targets": unnamed, "action": short(step.tool_arguments)},
             run=run,
         )
+
+
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
+_DIGITS = re.compile(r"\d{4,}")
+
+
+def _tokens(text: str) -> set[str]:
+    """Lower-cased tokens of a text (ids kept whole: "credit_card_7815826"), and its runs of
+    four or more digits ("ending in 7815")."""
+    return {t.lower() for t in _TOKEN.findall(text)} | set(_DIGITS.findall(text))
+
+
+def _objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[str]]]:
+    """For a JSON result: each identifier that is a value of an object, with the object's
+    other scalar values (lower-cased, three characters or more)."""
+    if not text or text.lstrip()[:1] not in ("{", "["):
+        return []
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    out: list[tuple[str, set[str]]] = []
+    todo = [doc]
+    while todo and len(out) < 1000:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            scalars = [
+                str(v).lower()
+                for v in node.values()
+                if isinstance(v, str | int | float) and not isinstance(v, bool)
+            ]
+            for value in scalars:
+                if choice.fullmatch(value):
+                    out.append((value, {s for s in scalars if s != value and len(s) >= 3}))
+            todo.extend(v for v in node.values() if isinstance(v, dict | list))
+    return out
+
+
+def _string_arguments(arguments: str) -> list[tuple[str, str]]:
+    """(name, value) of every string value in a call's JSON arguments, nested ones included."""
+    try:
+        doc = json.loads(arguments) if arguments else None
+    except (ValueError, RecursionError):
+        return []
+    out: list[tuple[str, str]] = []
+    todo: list[tuple[str, Any]] = [("", doc)]
+    while todo and len(out) < 200:
+        key, node = todo.pop(0)
+        if isinstance(node, dict):
+            todo.extend((str(k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            todo.extend((key, v) for v in node)
+        elif isinstance(node, str) and key:
+            out.append((key, node))
+    return out
 
 
 FACTORY = DetectorFactory(

@@ -7,18 +7,30 @@ Decided when the run closes, only for runs whose final answer declares success:
   change, before the change could take effect, and nothing checked again;
 - `wrong_target`: after the change the run only read other resources (another namespace,
   another deployment) than the one it changed.
-One finding per run, at the check (or the change, for a wrong target).
+One finding per run, at the check (or the change, for a wrong target). And, as the run goes:
+- `success_after_failed_change`: a change failed (an error status, or a result matching
+  `failure_result_pattern`: "Error: ...", "insufficient funds", "not allowed"), no change
+  succeeded since, and the model tells the user it succeeded;
+- `identity_mismatch`: the user gave an identifier of a checkable shape (`identity_patterns`,
+  such as an email address), the agent looked a record up, the record holds one identifier of
+  that shape and it is another, and the agent went on without saying so
+  (`mismatch_pattern`): it read the record and concluded it was the user's.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.detectors.missing_verification import CHANGE_LEDGERS, MissingVerification
+from processors.detectors.missing_verification import (
+    CHANGE_LEDGERS,
+    DEFAULT_CHECK_TOOL_PATTERN,
+    MissingVerification,
+)
 from processors.detectors.signals import Health
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
@@ -27,9 +39,13 @@ from processors.run import DetectorRun, Run
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
 _UNHEALTHY = Health.UNHEALTHY
+_MUTATING = ActionKind.MUTATING
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
 
 # The same notion of a system-wide check as FM-3.2's default.
-_CHECK_TOOL = re.compile(r"alert|health|status|verify|check|probe|metric|monitor", re.IGNORECASE)
+_CHECK_TOOL = re.compile(DEFAULT_CHECK_TOOL_PATTERN, re.IGNORECASE)
 _MAX_CHANGES = 256
 
 
@@ -42,9 +58,41 @@ class IncorrectVerificationConfig:
     enabled: bool = True
     # A check sooner than this after the change may not see its effect yet.
     min_settle_seconds: float = 5.0
+    # The result of a change that says it did not happen (case-insensitive regular
+    # expression), besides an error status. "" leaves only the error status.
+    failure_result_pattern: str = (
+        r"^\W*(error|failed|failure|exception)\b|\b(insufficient|not enough|not allowed|"
+        r"not permitted|permission denied|access denied|forbidden|rejected|declined)\b"
+    )
+    # A model output that tells the user a change succeeded.
+    success_statement_pattern: str = (
+        r"\b(has|have) been (successfully )?(\w+ed|sent|made|done)\b|\bsuccessfully\b|"
+        r"\bis (now )?(complete|confirmed|done)\b|\ball set\b"
+    )
+    # Identifiers of a shape a record can be checked against (regular expressions); an
+    # empty list turns `identity_mismatch` off.
+    identity_patterns: list[str] = field(default_factory=lambda: [r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"])
+    # The model noticing the record is not the user's.
+    mismatch_pattern: str = (
+        r"\b(does not|doesn't|do not|don't) match|\bmismatch|\bdifferent (email|account|"
+        r"address|profile|user)|\bnot the same\b|\bcould not (verify|confirm)"
+    )
 
     def validate(self) -> None:
         """Every value of this section is valid."""
+        patterns = [
+            ("failure_result_pattern", self.failure_result_pattern),
+            ("success_statement_pattern", self.success_statement_pattern),
+            ("mismatch_pattern", self.mismatch_pattern),
+            *(("identity_patterns", p) for p in self.identity_patterns),
+        ]
+        for name, pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.incorrect_verification.{name}: invalid regular expression ({exc})"
+                ) from exc
 
 
 class IncorrectVerification(Detector):
@@ -62,6 +110,14 @@ class IncorrectVerification(Detector):
         source = context.find(CHANGE_LEDGERS, MissingVerification)
         if source is not None:
             self.share_ledger_of(source)
+        c = self.config
+        flags = re.IGNORECASE
+        self.failure_result = (
+            re.compile(c.failure_result_pattern, flags) if c.failure_result_pattern else None
+        )
+        self.success_statement = re.compile(c.success_statement_pattern, flags)
+        self.identities = [re.compile(p, flags) for p in c.identity_patterns]
+        self.mismatch = re.compile(c.mismatch_pattern, flags)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -80,9 +136,118 @@ class IncorrectVerification(Detector):
         return _IncorrectVerificationRun(self)
 
 
+class _Conclusions:
+    """What the model concluded from results as the run went: success told after a failed
+    change, a record taken for the user's though its identifier differs."""
+
+    __slots__ = ("detector", "failed", "given", "reported", "suspect", "user_text")
+
+    def __init__(self, detector: IncorrectVerification) -> None:
+        self.detector = detector
+        self.failed: tuple[StepRef, str, str] | None = None  # (call, call text, its result)
+        self.given: set[str] = set()  # identifiers the user gave, lower-cased
+        # A record read whose identifier is not the user's: (lookup, given, found), until the
+        # model's next words say whether it noticed.
+        self.suspect: tuple[StepRef, str, str] | None = None
+        self.reported: set[str] = set()
+        self.user_text = ""
+
+    def observe(self, step: Step, run: Run) -> list[Finding]:
+        if step.kind is _HUMAN:
+            self._user(step.input_text or step.output_text)
+        elif step.kind is _TOOL and step.tool_name:
+            return self._tool(step, run)
+        elif step.kind is _LLM:
+            self._user(step.input_text)
+            return self._model(step, run)
+        return []
+
+    def _user(self, text: str) -> None:
+        if not text or text == self.user_text:
+            return
+        self.user_text = text
+        for pattern in self.detector.identities:
+            self.given |= {m.group().lower().rstrip(".") for m in pattern.finditer(text)}
+
+    def _tool(self, step: Step, run: Run) -> list[Finding]:
+        detector = self.detector
+        action = detector.classifier.classify(step.tool_name, step.tool_arguments)
+        result = step.tool_result or step.error
+        if action.kind is _MUTATING:
+            failure = detector.failure_result
+            if step.failed or (failure is not None and failure.search(result[:2000])):
+                call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+                self.failed = (run.ref(step), call, short(result, 200))
+            else:
+                self.failed = None
+        if self.given and result and self.suspect is None:
+            self._identity(step, result, run)
+        return []
+
+    def _identity(self, step: Step, result: str, run: Run) -> None:
+        for pattern in self.detector.identities:
+            found = {m.group().lower().rstrip(".") for m in pattern.finditer(result[:20_000])}
+            if len(found) != 1 or found & self.given:
+                continue
+            looked_up = {m.group().lower() for m in pattern.finditer(step.tool_arguments)}
+            if looked_up & found:
+                continue
+            given = sorted(self.given)[0]
+            self.suspect = (run.ref(step), given, next(iter(found)))
+            return
+
+    def _model(self, step: Step, run: Run) -> list[Finding]:
+        out: list[Finding] = []
+        text = step.output_text
+        detector = self.detector
+        if self.suspect is not None and (text or step.tool_calls):
+            lookup, given, found = self.suspect
+            self.suspect = None
+            if not detector.mismatch.search(text) and "identity_mismatch" not in self.reported:
+                self.reported.add("identity_mismatch")
+                out.append(
+                    detector.finding(
+                        at=lookup,
+                        rule="identity_mismatch",
+                        confidence=0.7,
+                        message=(
+                            f"{lookup.tool_name} returned a record for {found}, the user gave "
+                            f"{given}, and the agent went on as if it were the user's"
+                        ),
+                        evidence=[lookup, step],
+                        values={"given": given, "found": found, "said": short(text)},
+                        run=run,
+                    )
+                )
+        if (
+            self.failed is not None
+            and text
+            and "success_after_failed_change" not in self.reported
+            and detector.success_statement.search(text)
+            and not detector.signals.negation.found(text)
+        ):
+            ref, call, result = self.failed
+            self.reported.add("success_after_failed_change")
+            out.append(
+                detector.finding(
+                    at=step,
+                    rule="success_after_failed_change",
+                    confidence=0.8,
+                    message=(
+                        f"{call} failed ({result!r}) and the model told the user it succeeded: "
+                        f"{short(text, 160)!r}"
+                    ),
+                    evidence=[ref, step],
+                    values={"call": call, "result": result, "said": short(text)},
+                    run=run,
+                )
+            )
+        return out
+
+
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("config", "detector", "ledger")
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+    __slots__ = ("conclusions", "config", "detector", "ledger")
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
         self.detector = detector
@@ -92,10 +257,12 @@ class _IncorrectVerificationRun(DetectorRun):
             if ledger is not None
             else ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
         )
+        self.conclusions = _Conclusions(detector)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        self.ledger.observe(step, run)
-        return ()
+        if step.kind is not _HUMAN:
+            self.ledger.observe(step, run)
+        return self.conclusions.observe(step, run)
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         ledger = self.ledger
@@ -113,7 +280,11 @@ class _IncorrectVerificationRun(DetectorRun):
         if change.checks and check is not None:
             if self.detector.signals.health(check.result) is not _UNHEALTHY:
                 return ()
-            return [self._unhealthy(check.ref, check.result, change.ref, answer, claim, run)]
+            return [
+                self._unhealthy(
+                    check.ref, check.result, change.ref, answer, claim, run, change.targets
+                )
+            ]
         if change.other_reads:
             reads = change.other_reads
             return [
@@ -122,8 +293,9 @@ class _IncorrectVerificationRun(DetectorRun):
                     rule="wrong_target",
                     confidence=0.75,
                     message=(
-                        f"the run changed {', '.join(sorted(change.targets))} but checked other "
-                        f"resources, then declared success"
+                        f"the run changed {', '.join(sorted(change.targets))} but checked only "
+                        f"{', '.join(sorted({t for r in reads for t in r.targets})) or 'others'}"
+                        f", then declared success"
                     ),
                     evidence=[change.ref, *(r.ref for r in reads[-5:]), answer],
                     values={
@@ -144,7 +316,14 @@ class _IncorrectVerificationRun(DetectorRun):
         answer: Step,
         claim: str,
         run: Run,
+        targets: frozenset[str] = frozenset(),
     ) -> Finding:
+        # What the check read, named: the changed resource, else the first line it showed.
+        what = (
+            ", ".join(sorted(targets)) or short(check_result.strip().splitlines()[0], 80)
+            if (targets or check_result.strip())
+            else ""
+        )
         early = (
             change is not None
             and (check.start_ns - change.end_ns) / 1e9 < self.config.min_settle_seconds
@@ -158,8 +337,8 @@ class _IncorrectVerificationRun(DetectorRun):
                 rule="checked_too_early",
                 confidence=0.75,
                 message=(
-                    f"{check.tool_name} checked {delay:.1f}s after the change, still saw it "
-                    f"unhealthy, and the run declared success"
+                    f"{check.tool_name} checked {what} {delay:.1f}s after the change, still "
+                    f"saw it unhealthy, and the run declared success"
                 ),
                 evidence=evidence,
                 values={
@@ -174,7 +353,10 @@ class _IncorrectVerificationRun(DetectorRun):
             at=check,
             rule="claimed_despite_unhealthy",
             confidence=0.85,
-            message=f"the run declared success while {check.tool_name} still showed a problem",
+            message=(
+                f"the run declared success while {check.tool_name} still showed a problem"
+                + (f" ({what})" if what else "")
+            ),
             evidence=evidence,
             values={"check_result": short(check_result), "claim": claim},
             run=run,
@@ -185,10 +367,10 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
     """FM-3.3's state when FM-3.2 follows the run's ledger: it reads no step itself."""
 
     __slots__ = ()
-    kinds = frozenset()
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        return ()
+        return self.conclusions.observe(step, run)
 
 
 FACTORY = DetectorFactory(

@@ -1,12 +1,21 @@
 """FM-3.2 No or incomplete verification: the agent changed the system and never looked.
 
-Rule `unverified_change`: a successful mutating call (kubectl apply/patch/scale/rollout
-restart, helm upgrade, ... as configured in `classification`) is not followed, before the run
+Rule `unverified_change`: a successful mutating call (a tool whose name says it changes
+something, a command that writes, as `classification` decides) is not followed, before the run
 ends, by a successful read-only call on the same resource: one whose arguments name a resource
-the change named (a deployment, pod, service, namespace), or, when the read names nothing, a
+the change named (a reservation id, a deployment, a file), or, when the read names nothing, a
 tool whose name says it checks the system (alerts, health, status: `check_tool_pattern`).
 When the run did read other resources after the change and then declared success, the check
 looked in the wrong place: that is incorrect verification (FM-3.3), reported there instead.
+A change whose own result is a structured record naming the changed resource (an API returning
+the updated reservation or ticket) reported its new state: with `result_state_verifies` that
+counts as its check (hand labels of a customer-service corpus never called such a change
+unverified; a plain "configured" or "ok" does not count).
+
+Rule `unchecked_record`: a mutating call acts on a record id (`reservation_id`, a nested
+`payment_id`, `ticket_id`: argument keys the classifier reads as ids) that no earlier tool
+result showed and no earlier successful read was asked about: the id came only from the
+conversation or was made up, and the facts the change relies on were never looked at.
 
 Decided when the run closes, at the span of the unchecked change; at most
 `max_findings_per_run` findings per run. The study's remedy: externalize verification, so that
@@ -16,15 +25,20 @@ success.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.verification import ChangeLedger
-from processors.model import Finding, Step, StepKind
+from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
+
+# What a check is called (a tool's name, or the command a runner tool is given).
+DEFAULT_CHECK_TOOL_PATTERN = r"alert|health|status|verify|check|probe|metric|monitor|\btest|pytest"
 
 
 @dataclass
@@ -34,14 +48,24 @@ class MissingVerificationConfig:
     # Run this detector.
     enabled: bool = True
     # Read-only calls with no resource named in their arguments still verify a change when
-    # their tool's name says it checks the system (alerts, health, status, ...).
-    check_tool_pattern: str = r"alert|health|status|verify|check|probe|metric|monitor"
+    # their tool's name (or the command they run) says it checks the system (alerts, health,
+    # status, a test suite, ...).
+    check_tool_pattern: str = r"alert|health|status|verify|check|probe|metric|monitor|\btest|pytest"
     # Unchecked changes reported per run (the last ones, when a run leaves more unchecked).
     max_findings_per_run: int = 5
     # Mutating calls remembered per run awaiting their check.
     max_tracked_mutations: int = 256
+    # A change whose own result is a structured record (JSON) naming the changed resource
+    # reported its new state: that counts as its check.
+    result_state_verifies: bool = True
+    # Report mutating calls on record ids no earlier tool result or read showed.
+    check_records_read_before: bool = True
+    # Words of earlier tool results remembered per run to know which ids were shown.
+    max_remembered_words: int = 50_000
 
     def validate(self) -> None:
+        if self.max_remembered_words < 1:
+            raise ValueError("detectors.missing_verification.max_remembered_words must be >= 1")
         if self.max_findings_per_run < 1 or self.max_tracked_mutations < 1:
             raise ValueError(
                 "detectors.missing_verification.max_findings_per_run and "
@@ -104,8 +128,14 @@ class MissingVerification(Detector):
         )
 
 
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.@:/-]*[a-z0-9]|[a-z0-9]")
+_MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
+_TOOL = StepKind.TOOL
+
+
 class _MissingVerificationRun(DetectorRun):
-    __slots__ = ("config", "detector", "ledger")
+    __slots__ = ("config", "detector", "ledger", "reported", "self_reported", "shown", "unchecked")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: MissingVerification) -> None:
@@ -117,15 +147,55 @@ class _MissingVerificationRun(DetectorRun):
             detector.check_tool,
             self.config.max_tracked_mutations,
         )
+        # Changes whose own result reported the changed resource's new state (span ids).
+        self.self_reported: set[str] = set()
+        # Words of earlier tool results and ids earlier reads were asked about.
+        self.shown: set[str] = set()
+        # (call, ids no earlier result showed), in run order; reported at close.
+        self.unchecked: list[tuple[StepRef, str, list[str]]] = []
+        self.reported: set[str] = set()
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         self.ledger.observe(step, run)
+        if step.kind is not _TOOL or not step.tool_name:
+            return ()
+        classifier = self.detector.classifier
+        action = classifier.classify(step.tool_name, step.tool_arguments)
+        if action.kind is _MUTATING:
+            if self.config.check_records_read_before:
+                ids = classifier.identifiers(step.tool_arguments)
+                missing = sorted(i for i in ids if i not in self.shown)
+                if missing and len(self.unchecked) < self.config.max_tracked_mutations:
+                    self.unchecked.append((run.ref(step), step.tool_arguments, missing))
+            if (
+                self.config.result_state_verifies
+                and not step.failed
+                and _reports_state(step.tool_result, action.targets)
+            ):
+                self.self_reported.add(step.span_id)
+        if not step.failed:
+            if action.kind is _READ:
+                self._remember(classifier.identifiers(step.tool_arguments))
+            self._remember(_WORD.findall(step.tool_result.lower()))
         return ()
+
+    def _remember(self, words: Iterable[str]) -> None:
+        room = self.config.max_remembered_words - len(self.shown)
+        for word in words:
+            if room <= 0:
+                return
+            if word not in self.shown:
+                self.shown.add(word)
+                room -= 1
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         claimed = self.ledger.claims_success()
         unchecked = [
-            c for c in self.ledger.changes if not c.checks and not (claimed and c.other_reads)
+            c
+            for c in self.ledger.changes
+            if not c.checks
+            and not (claimed and c.other_reads)
+            and c.ref.span_id not in self.self_reported
         ]
         findings = []
         for change in unchecked[-self.config.max_findings_per_run :]:
@@ -152,7 +222,58 @@ class _MissingVerificationRun(DetectorRun):
                     run=run,
                 )
             )
+        for ref, arguments, missing in self.unchecked[: self.config.max_findings_per_run]:
+            findings.append(
+                self.detector.finding(
+                    at=ref,
+                    rule="unchecked_record",
+                    confidence=0.7,
+                    message=(
+                        f"{ref.tool_name} acted on {', '.join(missing[:5])}, which no earlier "
+                        f"tool result showed: the facts the change relies on were never read"
+                    ),
+                    evidence=[ref],
+                    values={
+                        "tool": ref.tool_name,
+                        "arguments": short(arguments),
+                        "unread_ids": missing[:20],
+                    },
+                    run=run,
+                )
+            )
         return findings
+
+
+def _reports_state(result: str, targets: frozenset[str]) -> bool:
+    """The result is a structured record (a JSON object or list) one of whose fields is a
+    changed resource's name or id (`"reservation_id": "ZFA04Y"`): the call reported the
+    resource's new state. A name inside a line of text ("Updated the following files: M
+    cart.py", "deployment.apps/checkout configured") is not a record of it."""
+    if not targets:
+        return False
+    text = result.strip()
+    if not text or text[0] not in "{[":
+        return False
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    values: set[str] = set()
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 6 or len(values) > 4096:
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            values.add(str(value).strip().lower())
+
+    walk(parsed, 0)
+    return bool(values & targets)
 
 
 FACTORY = DetectorFactory(

@@ -2,11 +2,20 @@
 
 Decided when the run closes:
 - `after_failed_call`: the run's last tool call failed and nothing after it recovered (no
-  successful tool call followed);
+  successful tool call followed), and no user turn came after it (a user told of the failure
+  who ends the conversation made that choice);
 - `pending_steps`: the final answer itself says work remains (`signals.pending_pattern`:
   "next steps:", "still need to", "not yet verified", ...);
 - `no_deliverable`: the task requires a deliverable (`required_final_pattern`, e.g. "root
-  cause") and the final answer does not contain it.
+  cause") and the final answer does not contain it;
+- `empty_answer`: the run ended on a model response with neither text nor a tool call;
+- `announced_only`: the run ended on a bare announcement of what the agent would do next
+  ("I will now check the logs.", "Let me look into it."), with no call after it;
+- `reprompted`: the agent gave an empty answer and went on only because a user turn that
+  only re-prompts (`reprompt_pattern`: "continue", "please answer", an empty message: a
+  harness) asked again;
+- `no_tool_call`: the run ended after `min_answers_without_tools` answers without a single
+  tool call: the request was answered from words alone, never acted on or looked up.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ from processors.run import DetectorRun, Run
 # class is several. Private to this module's per-step code.
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
@@ -37,16 +48,33 @@ class PrematureTerminationConfig:
     # When set, a run whose final answer does not match this is missing its deliverable
     # (for example "root cause" for incident triage).
     required_final_pattern: str = ""
+    # The last sentence of a final answer that only announces a next step (case-insensitive).
+    announcement_pattern: str = (
+        r"^(?:ok(?:ay)?[,.!]?\s+|now,?\s+|next,?\s+)?(?:I will|I'll|I am going to|I'm going to|"
+        r"let me|allow me to|I need to|I should)\b"
+        r"(?!\s+(?:know|be (?:here|happy|glad|available))\b)"
+    )
+    # A user turn that only re-prompts the agent (a harness asking again); empty counts too.
+    reprompt_pattern: str = (
+        r"^\W*(?:(?:please\s+)?(?:continue|go on|keep going|proceed|answer|respond|reply|"
+        r"try again|finish|complete the task)(?:\s+please)?)?\W*$"
+    )
+    # Answers (model responses without a call) in a run that never called a tool before it
+    # counts as never acted on; 0 turns the rule off.
+    min_answers_without_tools: int = 1
 
     def validate(self) -> None:
-        if self.required_final_pattern:
+        for key in ("required_final_pattern", "announcement_pattern", "reprompt_pattern"):
             try:
-                re.compile(self.required_final_pattern)
+                re.compile(getattr(self, key))
             except re.error as exc:
                 raise ValueError(
-                    f"detectors.premature_termination.required_final_pattern: invalid "
-                    f"regular expression ({exc})"
+                    f"detectors.premature_termination.{key}: invalid regular expression ({exc})"
                 ) from exc
+        if self.min_answers_without_tools < 0:
+            raise ValueError(
+                "detectors.premature_termination.min_answers_without_tools must be >= 0"
+            )
 
 
 class PrematureTermination(Detector):
@@ -62,14 +90,29 @@ class PrematureTermination(Detector):
             if self.config.required_final_pattern
             else None
         )
+        self.announcement = re.compile(self.config.announcement_pattern, re.IGNORECASE)
+        self.reprompt = re.compile(self.config.reprompt_pattern, re.IGNORECASE)
 
     def open(self, run: Run) -> DetectorRun:
         return _PrematureRun(self)
 
 
 class _PrematureRun(DetectorRun):
-    __slots__ = ("config", "detector", "last_model", "last_tool", "required")
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+    __slots__ = (
+        "answers",
+        "calls",
+        "config",
+        "content_seen",
+        "detector",
+        "empty",
+        "first_answer",
+        "human_after_tool",
+        "last_model",
+        "last_tool",
+        "reprompt",
+        "required",
+    )
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: PrematureTermination) -> None:
         self.detector = detector
@@ -77,18 +120,88 @@ class _PrematureRun(DetectorRun):
         self.required = detector.required
         self.last_tool: Step | None = None
         self.last_model: Step | None = None
+        # The last model response, if it was empty (no text, no call), until something follows.
+        self.empty: Step | None = None
+        # The first re-prompt after an empty answer: (the empty answer, the re-prompt).
+        self.reprompt: tuple[Step, Step] | None = None
+        self.answers = 0
+        self.calls = 0
+        # Some model response of the run carried text or calls: its content is recorded (an
+        # instrumentation that does not capture content leaves every response blank).
+        self.content_seen = False
+        self.first_answer: Step | None = None
+        self.human_after_tool = False
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _TOOL and step.tool_name:
             self.last_tool = step
+            self.calls += 1
+            self.empty = None
+            self.human_after_tool = False
         elif step.kind is _LLM:
             self.last_model = step
+            blank = _blank(step)
+            self.content_seen = self.content_seen or bool(
+                step.output_text.strip() or step.tool_calls
+            )
+            self.empty = step if blank and self.content_seen else None
+            if not step.tool_calls and not blank:
+                self.answers += 1
+                if self.first_answer is None and self.calls == 0:
+                    self.first_answer = step
+        elif step.kind is _HUMAN:
+            self.human_after_tool = self.human_after_tool or bool(step.input_text.strip())
+            if (
+                self.empty is not None
+                and self.reprompt is None
+                and self.detector.reprompt.search(step.input_text.strip()[:200])
+            ):
+                self.reprompt = (self.empty, step)
+            self.empty = None
         return ()
 
     def on_close(self, run: Run) -> Iterable[Finding]:
+        findings = list(self._ending(run))
+        if self.reprompt is not None:
+            empty, prompt = self.reprompt
+            findings.append(
+                self.detector.finding(
+                    at=prompt,
+                    rule="reprompted",
+                    confidence=0.7,
+                    message=(
+                        f"the agent gave an empty answer and went on only after a re-prompt "
+                        f"({short(prompt.input_text, 40) or 'an empty message'!r})"
+                    ),
+                    evidence=[empty, prompt],
+                    values={"reprompt": short(prompt.input_text, 200)},
+                    run=run,
+                )
+            )
+        return findings
+
+    def _ending(self, run: Run) -> Iterable[Finding]:
         tool, model = self.last_tool, self.last_model
         final = model if model is not None and is_final_answer(model) else None
-        if tool is not None and tool.failed and (model is None or model.start_ns >= tool.start_ns):
+        ended_on_model = model is not None and (tool is None or model.start_ns >= tool.start_ns)
+        if ended_on_model and model is not None and self.content_seen and _blank(model):
+            return [
+                self.detector.finding(
+                    at=model,
+                    rule="empty_answer",
+                    confidence=0.8,
+                    message="the run ended on an empty answer: no text and no tool call",
+                    evidence=[model],
+                    values={"finish_reason": model.finish_reason},
+                    run=run,
+                )
+            ]
+        if (
+            tool is not None
+            and tool.failed
+            and not self.human_after_tool
+            and (model is None or model.start_ns >= tool.start_ns)
+        ):
             return [
                 self.detector.finding(
                     at=tool,
@@ -102,6 +215,44 @@ class _PrematureRun(DetectorRun):
             ]
         if final is None or (tool is not None and tool.start_ns > final.start_ns):
             return ()
+        last_sentence = _last_sentence(final.output_text)
+        if self.detector.announcement.search(last_sentence):
+            return [
+                self.detector.finding(
+                    at=final,
+                    rule="announced_only",
+                    confidence=0.7,
+                    message=(
+                        f"the run ended on an announcement of a next step it never took: "
+                        f"{short(last_sentence, 120)!r}"
+                    ),
+                    evidence=[final],
+                    values={"final_answer": short(final.output_text, 300)},
+                    run=run,
+                )
+            ]
+        minimum = self.config.min_answers_without_tools
+        first = self.first_answer
+        if minimum and self.calls == 0 and self.answers >= minimum and first is not None:
+            return [
+                self.detector.finding(
+                    at=first,
+                    rule="no_tool_call",
+                    confidence=0.6,
+                    message=(
+                        f"the run ended after {self.answers} answers without a single tool "
+                        f"call: the request was never looked up or acted on; first answer: "
+                        f"{short(first.output_text, 120)!r}"
+                    ),
+                    evidence=[first, final],
+                    values={
+                        "answers": self.answers,
+                        "first_answer": short(first.output_text, 300),
+                        "final_answer": short(final.output_text, 300),
+                    },
+                    run=run,
+                )
+            ]
         if self.detector.signals.pending.found(final.output_text):
             return [
                 self.detector.finding(
@@ -130,6 +281,17 @@ class _PrematureRun(DetectorRun):
                 )
             ]
         return ()
+
+
+def _blank(step: Step) -> bool:
+    """A model response with no text and no call, that produced no output tokens either (a
+    response whose tokens were counted but whose content was not recorded is not blank)."""
+    return not step.output_text.strip() and not step.tool_calls and not (step.output_tokens or 0)
+
+
+def _last_sentence(text: str) -> str:
+    sentences = [part.strip() for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+    return sentences[-1] if sentences else ""
 
 
 FACTORY = DetectorFactory(

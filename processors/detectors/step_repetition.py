@@ -7,6 +7,16 @@ most `max_gap_steps` tool calls after the previous one, and every call returned 
 progresses) starts the count again, and so does any mutating call in between (re-reading after
 a change is verification, not repetition); a mutating call's own repeats do count.
 
+A failing call repeated unchanged by one agent needs only `min_repeats_failed` calls
+(retrying what just failed, the same way, with the same error).
+
+Rule `near_duplicate_retry`: a failing call retried with its arguments regenerated with small
+differences (at most `near_duplicate_max_changed_fields` fields changed, or text arguments at
+least `near_duplicate_text_similarity` alike) and the same failure each time (the errors equal
+once ids and numbers are blanked), `near_duplicate_min_repeats` times: a retry loop that
+changes a detail and never the approach. Successful calls whose results change (polling) are
+never near duplicates.
+
 Rule `cycle`: the last tool calls form a short cycle (A,B,A,B,... of up to `max_cycle_period`
 distinct calls) that has come round `min_cycle_repeats` times with unchanged results.
 
@@ -17,6 +27,9 @@ much it wasted.
 
 from __future__ import annotations
 
+import difflib
+import json
+import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +53,27 @@ class _Streak:
     # The calls of the streak until it is reported (then only its growth matters).
     steps: list[StepRef] = field(default_factory=list)
     reported: bool = False
+    # The agent that made the first call, and whether every call was its own (a receiver of a
+    # hand-off redoing the sender's call is FM-2.4/2.5's business, at the usual count).
+    agent: str = ""
+    one_agent: bool = True
+
+
+@dataclass(slots=True)
+class _Retry:
+    """A failing call in a retry loop: its tool, arguments' fields, blanked error, where."""
+
+    tool: str
+    fields: dict[str, str] | str
+    error: str
+    index: int
+    steps: list[StepRef]
+    agent: str = ""
+    reported: bool = False
+
+
+_TOP_FIELD = re.compile(r"^\.?[^.\[]*")
+_ID_LIKE = re.compile(r"[a-z0-9_.@-]*\d[a-z0-9_.@-]*")
 
 
 @dataclass
@@ -56,6 +90,15 @@ class StepRepetitionConfig:
     max_cycle_period: int = 3
     # ...and reported once the whole cycle has come round this many times unchanged.
     min_cycle_repeats: int = 3
+    # Identical failing calls with the same error that make a repetition.
+    min_repeats_failed: int = 2
+    # Failing calls retried with small changes and the same error that make a retry loop.
+    near_duplicate_min_repeats: int = 3
+    # At most this many arguments differ between two near-duplicate calls (a list or object
+    # argument changed anywhere inside counts once)...
+    near_duplicate_max_changed_fields: int = 1
+    # ...or, for text arguments, they are at least this alike (0..1, difflib ratio).
+    near_duplicate_text_similarity: float = 0.9
 
     def validate(self) -> None:
         if self.min_repeats < 2:
@@ -68,6 +111,17 @@ class StepRepetitionConfig:
             )
         if self.min_cycle_repeats < 2:
             raise ValueError("detectors.step_repetition.min_cycle_repeats must be at least 2")
+        for key in ("min_repeats_failed", "near_duplicate_min_repeats"):
+            if getattr(self, key) < 2:
+                raise ValueError(f"detectors.step_repetition.{key} must be at least 2")
+        if self.near_duplicate_max_changed_fields < 1:
+            raise ValueError(
+                "detectors.step_repetition.near_duplicate_max_changed_fields must be at least 1"
+            )
+        if not 0.0 < self.near_duplicate_text_similarity <= 1.0:
+            raise ValueError(
+                "detectors.step_repetition.near_duplicate_text_similarity must be in (0, 1]"
+            )
 
 
 class StepRepetition(Detector):
@@ -90,6 +144,7 @@ class _StepRepetitionRun(DetectorRun):
         "detector",
         "recent",
         "reported_cycles",
+        "retries",
         "streaks",
         "tool_index",
         "world",
@@ -108,6 +163,8 @@ class _StepRepetitionRun(DetectorRun):
             maxlen=max(period * self.config.min_cycle_repeats, 1)
         )
         self.reported_cycles: set[tuple[_Token, ...]] = set()
+        # Recent failing calls, each the latest of its retry loop.
+        self.retries: deque[_Retry] = deque(maxlen=16)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _TOOL or not step.tool_name:
@@ -128,24 +185,93 @@ class _StepRepetitionRun(DetectorRun):
             or (streak.world != self.world and not mutating)
         )
         if fresh:
-            streak = _Streak(result=result, last_index=self.tool_index, world=self.world)
+            streak = _Streak(
+                result=result, last_index=self.tool_index, world=self.world, agent=step.agent
+            )
             self.streaks[key] = streak
         assert streak is not None
         ref = run.ref(step)
+        if step.agent != streak.agent:
+            streak.one_agent = False
         if not streak.reported:
             streak.steps.append(ref)
         streak.last_index = self.tool_index
         if mutating:
             self.world += 1
         streak.world = self.world
-        if not streak.reported and len(streak.steps) >= self.config.min_repeats:
+        needed = self.config.min_repeats
+        if step.failed and streak.one_agent:
+            needed = min(needed, self.config.min_repeats_failed)
+        if not streak.reported and len(streak.steps) >= needed:
             streak.reported = True
             findings.append(self._same_call(step, streak, run))
+        if step.failed and fresh:
+            retry = self._near_duplicate(step, ref)
+            if retry is not None:
+                findings.append(self._retry_finding(step, retry, run))
         self._forget_stale()
         cycle = self._cycle((key, result), ref)
         if cycle is not None:
             findings.append(self._cycle_finding(step, cycle, run))
         return findings
+
+    def _near_duplicate(self, step: Step, ref: StepRef) -> _Retry | None:
+        """Join a failing call to the retry loop it nearly repeats; the loop when it is due."""
+        error = _blank_ids(step.error or step.tool_result)
+        fields = _fields(step.tool_arguments)
+        limit = self.config.max_gap_steps
+        for retry in reversed(self.retries):
+            if self.tool_index - retry.index - 1 > limit:
+                continue
+            if retry.tool != step.tool_name or retry.error != error or retry.agent != step.agent:
+                continue
+            if not self._near(retry.fields, fields):
+                continue
+            retry.fields = fields
+            retry.index = self.tool_index
+            retry.steps.append(ref)
+            if not retry.reported and len(retry.steps) >= self.config.near_duplicate_min_repeats:
+                retry.reported = True
+                return retry
+            return None
+        self.retries.append(
+            _Retry(step.tool_name, fields, error, self.tool_index, [ref], step.agent)
+        )
+        return None
+
+    def _near(self, before: dict[str, str] | str, after: dict[str, str] | str) -> bool:
+        if isinstance(before, dict) and isinstance(after, dict):
+            # A field is an argument: a list of payment methods changed in two places is one
+            # argument changed.
+            changed = {
+                _top_field(k) for k in before.keys() | after.keys() if before.get(k) != after.get(k)
+            }
+            return len(changed) <= self.config.near_duplicate_max_changed_fields
+        if isinstance(before, str) and isinstance(after, str):
+            ratio = difflib.SequenceMatcher(None, before[:2000], after[:2000]).ratio()
+            return ratio >= self.config.near_duplicate_text_similarity
+        return False
+
+    def _retry_finding(self, step: Step, retry: _Retry, run: Run) -> Finding:
+        count = len(retry.steps)
+        return self.detector.finding(
+            at=step,
+            rule="near_duplicate_retry",
+            confidence=0.75,
+            message=(
+                f"{step.tool_name} retried {count} times with nearly the same arguments and "
+                f"the same failure: {short(step.error or step.tool_result, 120)}"
+            ),
+            evidence=retry.steps,
+            values={
+                "tool": step.tool_name,
+                "arguments": short(step.tool_arguments),
+                "retries": count,
+                "threshold": self.config.near_duplicate_min_repeats,
+                "error": short(step.error or step.tool_result),
+            },
+            run=run,
+        )
 
     def _forget_stale(self) -> None:
         """Keep only streaks that could still grow, so memory follows the window."""
@@ -216,6 +342,42 @@ class _StepRepetitionRun(DetectorRun):
             },
             run=run,
         )
+
+
+def _top_field(path: str) -> str:
+    match = _TOP_FIELD.match(path)
+    return match[0] if match else path
+
+
+def _blank_ids(text: str) -> str:
+    """An error with ids, amounts and other words holding digits blanked."""
+    return " ".join(_ID_LIKE.sub("#", text.lower()[:500]).split())
+
+
+def _fields(arguments: str) -> dict[str, str] | str:
+    """A call's arguments as leaf fields (`a.b[0].c` → value), or as normalized text."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip()[:1] in ("{", "[") else None
+    except (ValueError, RecursionError):
+        parsed = None
+    if parsed is None:
+        return " ".join(arguments.lower().split())
+    out: dict[str, str] = {}
+
+    def walk(value: object, path: str, depth: int) -> None:
+        if len(out) >= 256:
+            return
+        if isinstance(value, dict) and depth < 6:
+            for key, item in value.items():
+                walk(item, f"{path}.{key}", depth + 1)
+        elif isinstance(value, list) and depth < 6:
+            for position, item in enumerate(value):
+                walk(item, f"{path}[{position}]", depth + 1)
+        else:
+            out[path] = " ".join(str(value).lower().split())
+
+    walk(parsed, "", 0)
+    return out
 
 
 FACTORY = DetectorFactory(

@@ -6,11 +6,15 @@ Rules:
 - `past_budget`: the run went on for `steps_past_budget` steps beyond its step budget
   (`mast.task.max_steps`) instead of stopping at it;
 - `calls_after_final_answer`: an agent gave its final answer (a model call answering rather
-  than calling a tool) and then kept calling tools itself;
+  than calling a tool, with no user turn after it) and then kept calling tools itself; a
+  text-only turn the user answers is a turn of the conversation, not the final answer;
 - `calls_after_success`: a check after a change already showed the resource healthy, and the
   agent made `calls_after_success` more tool calls regardless;
 - `ended_in_loop`: the run's last `final_loop_length` tool calls were one call repeated with
-  the same result: it stopped because something else stopped it, not because it was done.
+  the same result: it stopped because something else stopped it, not because it was done;
+- `ended_mid_work`: the run's last step is a tool call (not an escalation to a person, not a
+  hand-off) with no answer after it, after at least `ended_mid_work_min_calls` tool calls:
+  the agent was cut off (a turn limit) while still working, never concluding.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ _READ = ActionKind.READ
 _HEALTHY = Health.HEALTHY
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
+_ESCALATION = ActionKind.ESCALATION
 
 
 @dataclass
@@ -50,6 +56,9 @@ class TerminationAwarenessConfig:
     steps_past_budget: int = 3
     # The run's last tool calls are all one repeated call: it ended inside a loop.
     final_loop_length: int = 3
+    # A run ending on a tool call with no answer after it, after at least this many tool
+    # calls, was cut off mid-work; 0 turns the rule off.
+    ended_mid_work_min_calls: int = 10
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -79,11 +88,13 @@ class _TerminationRun(DetectorRun):
         "detector",
         "final_answer",
         "healthy_check",
+        "last_step",
         "reported",
         "steps",
         "tail",
+        "tool_calls",
     )
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER})
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.AGENT, StepKind.OTHER, StepKind.HUMAN})
 
     def __init__(self, detector: TerminationAwareness) -> None:
         self.detector = detector
@@ -100,12 +111,22 @@ class _TerminationRun(DetectorRun):
             maxlen=max(self.config.final_loop_length, 1)
         )
         self.steps = 0
+        self.tool_calls = 0
+        # The last LLM, tool or user step (hand-offs and agents are not answers or calls).
+        self.last_step: Step | None = None
         self.reported: set[str] = set()
         # The run's step budget (0: none), read again only when its attributes change.
         self.budget = 0
         self.budget_version = -1
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind in (_LLM, _TOOL, _HUMAN):
+            self.last_step = step
+        if step.kind is _HUMAN:
+            # The user answered: the text-only turns before were turns of the conversation.
+            if step.input_text.strip():
+                self.final_answer.clear()
+            return ()
         findings: list[Finding] = []
         signals = self.detector.signals
         if step.kind in _LIMIT_KINDS and step.failed and signals.limit.found(step.error):
@@ -137,6 +158,7 @@ class _TerminationRun(DetectorRun):
             return findings
         if step.kind is not _TOOL or not step.tool_name:
             return findings
+        self.tool_calls += 1
         classifier = self.detector.classifier
         ref = run.ref(step)
         self.tail.append(
@@ -204,6 +226,33 @@ class _TerminationRun(DetectorRun):
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
+        loop = list(self._ended_in_loop(run))
+        if loop:
+            return loop
+        return self._ended_mid_work(run)
+
+    def _ended_mid_work(self, run: Run) -> Iterable[Finding]:
+        minimum = self.config.ended_mid_work_min_calls
+        if not minimum or not self.tail or self.tool_calls < minimum:
+            return ()
+        last = self.last_step
+        if last is None or last.kind is not _TOOL or not last.tool_name:
+            return ()
+        action = self.detector.classifier.classify(last.tool_name, last.tool_arguments)
+        if action.kind is _ESCALATION:
+            return ()
+        return self._report(
+            "ended_mid_work",
+            last,
+            [last],
+            0.6,
+            f"the run ended on a call to {last.tool_name} after {self.tool_calls} tool calls, "
+            f"with no answer after it: cut off while still working",
+            {"tool": last.tool_name, "tool_calls": self.tool_calls},
+            run,
+        )
+
+    def _ended_in_loop(self, run: Run) -> Iterable[Finding]:
         length = self.config.final_loop_length
         if length < 2 or len(self.tail) < length:
             return ()

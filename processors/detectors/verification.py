@@ -83,7 +83,15 @@ class ChangeLedger:
         self.last_read = step
         if not self.changes:
             return
-        generic = not action.targets and bool(self.check_tool.search(step.tool_name))
+        # A read naming nothing checks the system when its tool (or the command it runs: a
+        # test suite, a status) says it checks.
+        generic = not action.targets and (
+            bool(self.check_tool.search(step.tool_name))
+            or any(
+                self.check_tool.search(command)
+                for command in self.classifier.run_commands(step.tool_name, step.tool_arguments)
+            )
+        )
         read = Read(run.ref(step), step.tool_result, action.targets)
         for change in self.changes:
             if generic or not change.targets or change.targets & action.targets:

@@ -103,8 +103,9 @@ class _WithholdingRun(DetectorRun):
                 rule="redone_after_handoff",
                 confidence=0.7,
                 message=(
-                    f"{step.agent} re-ran {step.tool_name} that {handoff.agent} had already run "
-                    f"before handing off: the result was not passed on"
+                    f"{step.agent} re-ran {step.tool_name}({short(step.tool_arguments, 100)}) that "
+                    f"{handoff.agent} had already run before handing off: the result was not "
+                    f"passed on"
                 ),
                 evidence=[earlier, handoff, step],
                 values={
@@ -138,7 +139,7 @@ class _WithholdingRun(DetectorRun):
                 confidence=0.75,
                 message=(
                     f"{step.agent} handed off to {step.target_agent} without mentioning that "
-                    f"{failed.tool_name} failed"
+                    f"{failed.tool_name} failed ({short(failure, 100)!r})"
                 ),
                 evidence=[failed, step],
                 values={

@@ -149,8 +149,8 @@ def _kind(operation: str, attrs: Mapping[str, Any], events: list[tuple[str, Any]
     """Kind from the operation name; without one, from what the span carries.
 
     Instrumentations before v1.27 sent no operation name, so a missing one is inferred (tool
-    fields → TOOL, a model or token usage → LLM, only an evaluation → EVALUATION). An operation
-    name we do not know stays OTHER.
+    fields → TOOL, a model or token usage → LLM, only an evaluation → EVALUATION, only a user
+    message event → HUMAN). An operation name we do not know stays OTHER.
     """
     if operation in LLM_OPERATIONS:
         return StepKind.LLM
@@ -167,6 +167,8 @@ def _kind(operation: str, attrs: Mapping[str, Any], events: list[tuple[str, Any]
         return StepKind.LLM
     if any(name == EVENT_EVALUATION_RESULT for name, _ in events):
         return StepKind.EVALUATION
+    if any(name == EVENT_USER_MESSAGE for name, _ in events):
+        return StepKind.HUMAN  # a span that only carries a user's message: the user's turn
     return StepKind.OTHER
 
 

@@ -5,15 +5,21 @@ OpenAI Agents SDK's default hand-off tool), a span named "handoff from A to B" o
 `gen_ai.operation.name` "handoff" (Sentry's OpenAI Agents integration). Each becomes a HANDOFF
 step whose `agent` is the sender and `target_agent` the receiver; the message handed over is
 the step's input text (or the tool call's arguments).
+
+A transfer to a person (`transfer_to_human_agents`, `handoff_to_support`, `transfer_to_operator`)
+is an escalation, not a hand-off between agents: it stays a tool call (the classifier names it
+an escalation).
 """
 
 from __future__ import annotations
 
 import re
 
+from processors.classify import DEFAULT_PERSON_WORDS, name_words
 from processors.model import Step, StepKind
 
 _TRANSFER_TOOL = re.compile(r"^(?:transfer_to|handoff_to|delegate_to|hand_off_to)_(?P<to>.+)$")
+_PERSON_WORDS = frozenset(DEFAULT_PERSON_WORDS)
 _HANDOFF_NAME = re.compile(
     r"^handoff(?:\s+from\s+(?P<from>.+?))?(?:\s+to\s+(?P<to>.+))?$", re.IGNORECASE
 )
@@ -22,6 +28,8 @@ _HANDOFF_NAME = re.compile(
 def mark_handoff(step: Step) -> Step:
     """Turn a step that is a hand-off into a HANDOFF step (in place); others are unchanged."""
     match = _TRANSFER_TOOL.match(step.tool_name)
+    if match and _PERSON_WORDS.intersection(name_words(match["to"])):
+        return step  # an escalation to a person, not a hand-off between agents
     if match:
         step.kind = StepKind.HANDOFF
         step.target_agent = match["to"]

@@ -5,7 +5,8 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-from tests.steps import TASK, RunBuilder, rules
+from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.steps import TASK, RunBuilder, analyse, rules
 
 
 def test_fm22_unnamed_target_and_its_near_miss():
@@ -17,3 +18,80 @@ def test_fm22_unnamed_target_and_its_near_miss():
     named.llm(input_text=TASK)
     named.tool("kubectl", {"command": "kubectl rollout restart deployment/checkout -n shop"})
     assert rules(named.steps, mode="FM-2.2") == []
+
+
+# --- a choice among several made without asking ----------------------------------------------
+
+WALLET = (
+    '{"customer": "c_118", "payment_methods": ['
+    '{"id": "card_40021", "brand": "visa", "last4": "4242"}, '
+    '{"id": "card_77310", "brand": "amex", "last4": "0005"}]}'
+)
+
+
+def _refund(user_turn: str, wallet: str = WALLET, agent_said: str = "") -> RunBuilder:
+    run = RunBuilder(agent="support")
+    run.llm(input_text="Refund order 5512 please.", calls=("get_customer",))
+    run.tool("get_customer", {"customer": "c_118"}, wallet)
+    run.llm(input_text="Refund order 5512 please.", output=agent_said or "Which card?")
+    run.llm(input_text=user_turn, calls=("create_refund",))
+    run.tool("create_refund", {"order": "5512", "payment_method": "card_77310"}, "refunded")
+    return run
+
+
+def test_fm22_a_card_picked_among_several_without_asking():
+    run = _refund("Just refund it, thanks.", agent_said="I can refund order 5512 now.")
+    findings = [f for f in analyse(run.steps)[0] if f.mode == "FM-2.2"]
+    assert [f.rule for f in findings] == ["unasked_choice"]
+    assert "payment_method=card_77310" in findings[0].message
+    assert "card_40021" in findings[0].message
+
+
+def test_fm22_a_named_or_only_choice_is_silent():
+    # the user names the card by its last four digits, a value of the object that holds it
+    assert rules(_refund("The amex ending 0005, please.").steps, mode="FM-2.2") == []
+    # the agent put the card to the user before using it
+    asked = _refund("Yes.", agent_said="Shall I refund to card_77310?")
+    assert rules(asked.steps, mode="FM-2.2") == []
+    # one card only: nothing to choose among
+    one = '{"payment_methods": [{"id": "card_77310", "last4": "0005"}]}'
+    assert rules(_refund("Just refund it.", wallet=one).steps, mode="FM-2.2") == []
+
+
+def test_fm22_a_set_of_items_of_one_kind_is_no_choice():
+    run = RunBuilder(agent="planner")
+    run.llm(input_text="Move my trip to Friday.", calls=("get_trip",))
+    run.tool("get_trip", {"trip": "T-1"}, '{"legs": ["LEG1001", "LEG1002", "LEG1003"]}')
+    run.llm(input_text="Move my trip to Friday.", calls=("update_trip",))
+    run.tool("update_trip", {"trip": "T-1", "legs": ["LEG1001", "LEG1002"], "day": "fri"}, "ok")
+    assert rules(run.steps, mode="FM-2.2") == []
+
+
+@needs_tau
+def test_fm22_on_real_runs():
+    # run 69: the user asks to add a bag; the agent charges credit_card_8003957, one of three
+    # cards in the profile, without asking which
+    found = tau_findings(69, "FM-2.2")
+    assert [f.rule for f in found] == ["unasked_choice"]
+    assert (
+        "credit_card_8003957" in found[0].message
+        and "credit_card_" in found[0].evidence["others"][0]
+    )
+    assert tau_findings(6, "FM-2.2") == []
+
+
+def test_hostile_arguments_and_results_are_read_without_a_crash():
+    deep = "[" * 50_000 + "]" * 50_000
+    run = RunBuilder(agent="support")
+    run.llm(input_text="Refund order 9 to card_1234.", calls=("get_customer",))
+    run.tool("get_customer", {"customer": "c_1"}, deep)
+    run.tool("get_customer", {"customer": "c_1"}, '{"a": [{"x": 1e400}, {"x": 1e400}]}')
+    run.llm(
+        input_text="Refund order 9.", output="You owe $" + "9" * 500 + ". Done: it has been sent"
+    )
+    run.tool("update_refund", deep, "ok")
+    run.tool("calculate", {"expression": "1e400 * " + "9" * 400}, "inf")
+    run.tool("update_refund", {"card": "card_9999", "nested": [[[["card_8888"]]]]}, deep)
+    findings, signatures = analyse([*run.steps, run.root()])
+    assert len(signatures) == 1
+    assert all(f.message for f in findings)

@@ -5,6 +5,12 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.imported import codex_findings
 from tests.steps import GET_PODS, PODS_BAD, RunBuilder, analyse, modes, only
 
 
@@ -71,3 +77,116 @@ def test_rereading_after_a_change_is_not_history_loss():
     run.tool("kubectl", {"command": "kubectl describe deployment checkout -n shop"}, "x")
     findings, _ = analyse(run.steps)
     assert only(findings, "FM-1.4") == []
+
+
+# --- a Codex compaction is not a loss of history ------------------------------------------------
+
+_CODEX_FIXTURE = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures/codex/rollout-2025-11-22T21-45-35-019aad50-0000-7000-8000-00000000c0de.jsonl"
+)
+
+
+def _codex_session(compacted: bool) -> list[dict[str, Any]]:
+    """The fixture session's first turn (its context grows to 8000 tokens), then a second turn
+    whose first model call sends 900 tokens: after a compaction, or with none."""
+    lines = [json.loads(line) for line in _CODEX_FIXTURE.read_text().splitlines()][:27]
+    summary = "total() in cart.py applies discount codes now; the cart tests pass."
+
+    def line(second: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "timestamp": f"2025-11-22T20:51:{second:02d}.000Z",
+            "type": kind,
+            "payload": payload,
+        }
+
+    def usage(tokens: int) -> dict[str, Any]:
+        return {
+            "input_tokens": tokens,
+            "cached_input_tokens": 0,
+            "output_tokens": 10,
+            "reasoning_output_tokens": 0,
+            "total_tokens": tokens + 10,
+        }
+
+    user = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Also add a test for an unknown code."}],
+    }
+    extra = [
+        line(
+            0,
+            "compacted",
+            {
+                "message": summary,
+                "replacement_history": [
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": summary}],
+                    }
+                ],
+            },
+        ),
+        line(10, "response_item", user),
+        line(
+            20,
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "shell",
+                "call_id": "c9",
+                "arguments": json.dumps({"command": ["bash", "-lc", "cat tests/test_cart.py"]}),
+            },
+        ),
+        line(
+            21,
+            "event_msg",
+            {
+                "type": "token_count",
+                "info": {"total_token_usage": usage(9000), "last_token_usage": usage(900)},
+            },
+        ),
+        line(
+            22,
+            "response_item",
+            {
+                "type": "function_call_output",
+                "call_id": "c9",
+                "output": "Exit code: 0\nOutput:\ndef test_total(): ...",
+            },
+        ),
+        line(
+            30,
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "The test file has one case."}],
+            },
+        ),
+    ]
+    return lines + (extra if compacted else extra[1:])
+
+
+def test_fm14_codex_compaction_is_not_a_loss_of_history():
+    findings = codex_findings(_codex_session(compacted=True))
+    assert [f for f in findings if f.mode in ("FM-1.4", "FM-2.1")] == []
+    # The same drop with no compaction before it is a loss.
+    lost = [f for f in codex_findings(_codex_session(compacted=False)) if f.mode == "FM-1.4"]
+    assert [f.rule for f in lost] == ["context_shrink"]
+    assert "from 8000 to 900 input tokens" in lost[0].message
+
+
+def test_codex_compaction_is_a_step_detectors_read_as_a_summary(tmp_path):
+    from collector.importers import codex
+    from processors.detectors.history_loss import HistoryLossConfig
+    from tests.imported import steps_of
+
+    path = tmp_path / "rollout-compacted.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in _codex_session(compacted=True)))
+    (run,) = codex.runs(str(path))
+    compactions = [s for s in steps_of(run) if s.name == "compacted"]
+    assert len(compactions) == 1 and compactions[0].agent == "codex"
+    assert re.search(HistoryLossConfig().summary_pattern, compactions[0].name)

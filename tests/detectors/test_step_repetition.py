@@ -5,8 +5,13 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+import pytest
+
 from processors.detectors.config import DetectorsConfig
-from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only
+from tests.imported import tau_file, tau_findings
+from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
+
+needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_same_call_three_times_with_same_result_is_repetition():
@@ -93,3 +98,64 @@ def test_two_repeats_stay_below_threshold_and_threshold_is_configurable():
     config = DetectorsConfig()
     config.step_repetition.min_repeats = 2
     assert len(only(analyse(run.steps, config)[0], "FM-1.3")) == 1
+
+
+# --- near-duplicate retries ------------------------------------------------------------------
+
+
+def test_fm13_crm_retry_changing_one_field_with_the_same_error():
+    run = RunBuilder(agent="crm-agent")
+    for owner in ("u-17", "u-18", "u-19"):
+        run.tool(
+            "create_ticket",
+            {"title": "Refund order 7781", "queue": "billing", "owner_id": owner},
+            error=f"Error: owner {owner} cannot be assigned to queue billing",
+        )
+    findings = only(analyse(run.steps)[0], "FM-1.3")
+    assert [f.rule for f in findings] == ["near_duplicate_retry"]
+    assert "create_ticket retried 3 times" in findings[0].message
+    assert "cannot be assigned" in findings[0].message
+
+
+def test_fm13_coding_agent_reworded_patch_failing_the_same_way():
+    run = RunBuilder(agent="codex")
+    for body in ("-a = 1\n+a = 2", "-a = 1\n+a = 2  # fix", "-a = 1\n+a = 2  # fixed"):
+        run.tool(
+            "apply_patch",
+            f"*** Begin Patch\n*** Update File: src/cart.py\n@@\n{body}\n*** End Patch",
+            error="Failed to find expected lines in src/cart.py",
+        )
+    assert rules(run.steps, mode="FM-1.3") == [("FM-1.3", "near_duplicate_retry")]
+
+
+def test_fm13_retries_that_change_the_approach_or_the_error_stay_silent():
+    run = RunBuilder(agent="crm-agent")
+    run.tool("create_ticket", {"title": "a", "owner_id": "u-1"}, error="Error: owner u-1 away")
+    run.tool("create_ticket", {"title": "a", "owner_id": "u-2"}, error="Error: queue is full")
+    run.tool("create_ticket", {"title": "a", "queue": "x", "owner_id": "u-3"}, error="Error: x")
+    # Polling a job whose result changes is progress, not repetition.
+    for state in ("queued", "running", "running 50%", "done"):
+        run.tool("get_job_status", {"job_id": "j-1"}, f'{{"state": "{state}"}}')
+    assert rules(run.steps, mode="FM-1.3") == []
+
+
+def test_fm13_the_same_failing_call_twice():
+    run = RunBuilder(agent="crm-agent")
+    run.tool("close_ticket", {"ticket_id": "T-1"}, error="Error: ticket T-1 is locked")
+    run.tool("close_ticket", {"ticket_id": "T-1"}, error="Error: ticket T-1 is locked")
+    assert rules(run.steps, mode="FM-1.3") == [("FM-1.3", "same_call")]
+    # A successful read twice stays below the threshold.
+    run = RunBuilder(agent="crm-agent")
+    run.tool("search_tickets", {"q": "refund"}, "[]")
+    run.tool("search_tickets", {"q": "refund"}, "[]")
+    assert rules(run.steps, mode="FM-1.3") == []
+
+
+@needs_tau
+def test_fm13_tau_bench_payment_retry_loop():
+    # Run 3 retries update_reservation_flights on one payment method after another with the
+    # same balance error (labelled FM-1.3 at message 52).
+    findings = tau_findings(3, "FM-1.3")
+    assert "near_duplicate_retry" in [f.rule for f in findings]
+    # Run 0 (clean for FM-1.3) stays silent.
+    assert tau_findings(0, "FM-1.3") == []

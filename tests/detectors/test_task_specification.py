@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from processors import conventions
 from processors.detectors.config import DetectorsConfig
-from tests.steps import FIX, GET_PODS, TASK, RunBuilder, rules
+from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.steps import FIX, GET_PODS, TASK, RunBuilder, analyse, rules
 
 
 def test_fm11_policy_from_root_attributes_arriving_last():
@@ -54,3 +55,158 @@ def test_fm11_a_tool_outside_the_task_list_and_budgets_kept():
     for _ in range(3):
         within.llm(input_tokens=1000)
     assert rules(within.steps, config, "FM-1.1") == []
+
+
+# --- a written policy: confirmation before changes, escalation only what cannot be handled ---
+
+HELPDESK_POLICY = (
+    "You are a helpdesk agent. Before you update or delete a ticket you must obtain explicit "
+    "approval from the customer. Escalate to a human agent only if the request cannot be "
+    "handled with your tools."
+)
+
+
+def _human(run: RunBuilder, text: str) -> None:
+    """A user turn, as the model sees it: the next model call's input."""
+    run.llm(input_text=text, calls=())
+
+
+def _ticket_run(answer: str) -> RunBuilder:
+    run = RunBuilder(agent="helpdesk")
+    run.llm(
+        input_text="Please close ticket T-1042, the printer works again.", calls=("get_ticket",)
+    )
+    run.tool("get_ticket", {"ticket_id": "T-1042"}, '{"id": "T-1042", "status": "open"}')
+    run.llm(
+        input_text="Please close ticket T-1042, the printer works again.",
+        output="I will set T-1042 to closed. Shall I proceed?",
+    )
+    run.llm(input_text=answer, calls=("update_ticket",))
+    run.tool("update_ticket", {"ticket_id": "T-1042", "status": "closed"}, '{"status": "closed"}')
+    run.llm(input_text=answer, output="T-1042 is closed.")
+    return run
+
+
+def test_fm11_a_change_the_user_did_not_confirm_breaks_a_confirmation_policy():
+    run = _ticket_run("Hmm, what about the scanner ticket?")
+    root = run.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    findings = [f for f in analyse([*run.steps, root])[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["change_without_confirmation"]
+    assert "update_ticket" in findings[0].message and "T-1042" in findings[0].message
+    assert "scanner ticket" in findings[0].message
+    assert "explicit approval" in findings[0].evidence["instruction"]
+
+
+def test_fm11_a_confirmed_change_or_a_run_without_such_a_policy_is_silent():
+    confirmed = _ticket_run("Yes, please go ahead.")
+    root = confirmed.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    assert rules([*confirmed.steps, root], mode="FM-1.1") == []
+    # "no" first: not an agreement, although "proceed" is there
+    refused = _ticket_run("No, don't proceed yet.")
+    root = refused.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    assert rules([*refused.steps, root], mode="FM-1.1") == [
+        ("FM-1.1", "change_without_confirmation")
+    ]
+    # the same unconfirmed change, with instructions that ask for no confirmation
+    loose = _ticket_run("Hmm, what about the scanner ticket?")
+    root = loose.root(**{conventions.TASK_DESCRIPTION: "You are a helpdesk agent."})
+    assert rules([*loose.steps, root], mode="FM-1.1") == []
+
+
+def test_fm11_retrying_a_failed_change_with_other_arguments_needs_a_new_yes():
+    run = RunBuilder(agent="billing")
+    run.llm(input_text="Pay invoice INV-7.", output="INV-7 is $120, card ending 4242. Go ahead?")
+    run.llm(input_text="Yes, charge the card ending 4242.", calls=("update_invoice",))
+    run.tool("update_invoice", {"invoice": "INV-7", "amount": 120}, error="amount mismatch: 135")
+    run.llm(input_text="Yes, charge the card ending 4242.", calls=("update_invoice",))
+    run.tool("update_invoice", {"invoice": "INV-7", "amount": 135}, '{"paid": 135}')
+    root = run.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    findings = [f for f in analyse([*run.steps, root])[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["change_without_confirmation"]
+    assert '"amount": 135' in findings[0].message and "retries" in findings[0].message
+
+
+def test_fm11_escalating_a_request_the_agent_refused():
+    run = RunBuilder(agent="helpdesk")
+    run.llm(input_text="Refund my annual licence, I bought it 14 months ago.", calls=())
+    run.llm(
+        input_text="Refund my annual licence, I bought it 14 months ago.",
+        output="I'm sorry, licences older than 12 months are not eligible for a refund.",
+    )
+    run.llm(input_text="Then get me someone who can.", calls=("escalate_to_human_agent",))
+    run.tool("escalate_to_human_agent", {"summary": "refund of an old licence"}, "queued")
+    root = run.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    findings = [f for f in analyse([*run.steps, root])[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["escalation_after_refusal"]
+    assert "escalate_to_human_agent" in findings[0].message
+    assert "not eligible for a refund" in findings[0].message
+    # escalating what the tools cannot do, with no refusal before, is what the policy asks
+    fine = RunBuilder(agent="helpdesk")
+    fine.llm(input_text="My laptop screen is cracked.", calls=("escalate_to_human_agent",))
+    fine.tool("escalate_to_human_agent", {"summary": "hardware repair"}, "queued")
+    root = fine.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    assert rules([*fine.steps, root], mode="FM-1.1") == []
+
+
+def test_fm11_invalid_policy_pattern_is_a_clear_error():
+    config = DetectorsConfig()
+    config.task_specification.refusal_pattern = "(unclosed"
+    try:
+        config.validate()
+    except ValueError as exc:
+        assert "task_specification.refusal_pattern" in str(exc)
+    else:
+        raise AssertionError("an invalid pattern was accepted")
+
+
+@needs_tau
+def test_fm11_on_real_runs_of_a_policy_that_requires_an_explicit_yes():
+    # run 3: update_reservation_flights after "I want to use the gift card with the smallest
+    # balance..." (no yes); run 18: transfer_to_human_agents after "I cannot cancel this
+    # reservation"; run 6: the change follows "Yes, please proceed" and nothing is escalated
+    changed = tau_findings(3, "FM-1.1")
+    assert "change_without_confirmation" in {f.rule for f in changed}
+    assert any("OBUT9V" in f.message and "gift card" in f.message for f in changed)
+    escalated = {f.rule: f for f in tau_findings(18, "FM-1.1")}
+    assert set(escalated) == {"escalation_offered_after_refusal", "escalation_after_refusal"}
+    assert "I cannot cancel" in escalated["escalation_after_refusal"].message
+    assert "transfer_to_human_agents" in escalated["escalation_after_refusal"].message
+    assert tau_findings(6, "FM-1.1") == []
+
+
+def test_fm11_offering_to_escalate_a_request_the_agent_refused():
+    run = RunBuilder(agent="helpdesk")
+    run.llm(
+        input_text="Refund my annual licence, I bought it 14 months ago.",
+        output="Licences older than 12 months are not eligible for a refund. I can transfer you "
+        "to a human agent if you like.",
+    )
+    run.human("No thanks.")
+    root = run.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    findings = [f for f in analyse([*run.steps, root])[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["escalation_offered_after_refusal"]
+    assert "transfer you to a human agent" in findings[0].message
+    # the same offer with no refusal before it: a request the tools cannot handle
+    fine = RunBuilder(agent="helpdesk")
+    fine.llm(
+        input_text="My laptop screen is cracked.",
+        output="Hardware repairs are done on site; I can transfer you to a human agent.",
+    )
+    root = fine.root(**{conventions.TASK_DESCRIPTION: HELPDESK_POLICY})
+    assert rules([*fine.steps, root], mode="FM-1.1") == []
+
+
+def test_fm11_a_one_shot_run_is_not_held_to_in_transcript_confirmation():
+    # a coding agent whose instructions ask for approval: the harness approves, not a user turn
+    run = RunBuilder(agent="coder")
+    run.llm(input_text="Rename the config loader.", calls=("apply_patch",))
+    run.tool("apply_patch", {"input": "*** Update File: app/config.py"}, "Done")
+    run.llm(input_text="Rename the config loader.", output="Renamed.")
+    instructions = "Ask for explicit approval before running commands that write outside cwd."
+    root = run.root(**{conventions.TASK_DESCRIPTION: instructions})
+    assert rules([*run.steps, root], mode="FM-1.1") == []
+    config = DetectorsConfig()
+    config.task_specification.confirmation_needs_conversation = False
+    assert rules([*run.steps, root], config, mode="FM-1.1") == [
+        ("FM-1.1", "change_without_confirmation")
+    ]

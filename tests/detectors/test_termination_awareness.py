@@ -5,7 +5,14 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-from tests.steps import GET_PODS, RunBuilder, rules
+import pytest
+
+from processors.detectors.signals import is_final_answer
+from processors.model import StepKind
+from tests.imported import tau_file, tau_findings, tau_steps
+from tests.steps import GET_PODS, RunBuilder, analyse, rules
+
+needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_fm15_limit_error_and_loop_at_the_end():
@@ -21,3 +28,80 @@ def test_fm15_a_question_is_not_a_final_answer():
     run.llm(output="Which namespace do you mean: shop or staging?")
     run.tool("kubectl", GET_PODS, "ok")
     assert rules(run.steps, mode="FM-1.5") == []
+
+
+# --- a text-only turn the user answers is a turn of the conversation ---------------------------
+
+
+def test_fm15_a_turn_the_user_answers_is_not_the_final_answer():
+    # A CRM agent states what it will change and waits; the customer confirms; it acts.
+    run = RunBuilder(agent="crm-agent")
+    run.human("Please move ticket T-42 to the billing queue.")
+    run.tool("get_ticket", {"ticket_id": "T-42"}, '{"id": "T-42", "queue": "general"}')
+    run.llm(output="I can move T-42 from general to billing. Please confirm.")
+    run.human("yes, go ahead")
+    run.tool("update_ticket", {"ticket_id": "T-42", "queue": "billing"}, '{"queue": "billing"}')
+    run.llm(output="Done: T-42 is now in the billing queue.")
+    assert rules(run.steps, mode="FM-1.5") == []
+
+
+def test_fm15_calls_after_the_final_answer_with_no_user_turn_between():
+    run = RunBuilder(agent="crm-agent")
+    run.human("Close ticket T-42.")
+    run.tool("close_ticket", {"ticket_id": "T-42"}, '{"status": "closed"}')
+    run.llm(output="T-42 is closed.")
+    run.tool("list_tickets", {"status": "open"}, "[]")
+    assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_final_answer")]
+
+
+def test_fm15_an_empty_user_turn_does_not_reopen_the_conversation():
+    run = RunBuilder(agent="coder")
+    run.llm(output="All tests pass; the fix is in cart.py.")
+    run.human("")
+    run.tool("shell", {"command": ["bash", "-lc", "git status"]}, "clean")
+    assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_final_answer")]
+
+
+@needs_tau
+def test_fm15_tau_bench_conversation_turns_are_not_final_answers():
+    # Run 0: the agent lists the booking details and waits ("...confirm..."), the simulated
+    # user says yes, and it books: conversation, not calls after a final answer.
+    steps = tau_steps(0)
+    assert any(s.kind is StepKind.HUMAN for s in steps[3:])
+    texts = [s for s in steps if s.kind is StepKind.LLM and is_final_answer(s)]
+    assert texts, "text-only turns the user answered"
+    assert tau_findings(0, "FM-1.5") == []
+
+
+# --- cut off mid-work --------------------------------------------------------------------------
+
+
+def test_fm15_coding_agent_cut_off_mid_work():
+    run = RunBuilder(agent="codex")
+    run.human("Make the test suite pass.")
+    for i in range(12):
+        run.tool("shell", {"command": ["bash", "-lc", f"sed -n {i},{i + 40}p src/cart.py"]}, "x")
+    findings = [f for f in analyse(run.steps)[0] if f.mode == "FM-1.5"]
+    assert [f.rule for f in findings] == ["ended_mid_work"]
+    assert "shell after 12 tool calls" in findings[0].message
+
+
+def test_fm15_ending_on_an_escalation_or_an_answer_is_not_cut_off():
+    run = RunBuilder(agent="support")
+    for i in range(12):
+        run.tool("get_order", {"order_id": f"o-{i}"}, "{}")
+    run.tool("transfer_to_human_agents", {"summary": "refund dispute"}, "Transfer successful")
+    assert rules(run.steps, mode="FM-1.5") == []
+    run = RunBuilder(agent="support")
+    for i in range(12):
+        run.tool("get_order", {"order_id": f"o-{i}"}, "{}")
+    run.final("Orders o-0 to o-11 are all shipped.")
+    assert rules(run.steps, mode="FM-1.5") == []
+
+
+@needs_tau
+def test_fm15_tau_bench_cut_off_at_the_turn_limit():
+    # Run 33 ends on a search_direct_flight result at the turn limit (labelled FM-1.5);
+    # run 4 ends on transfer_to_human_agents and stays silent.
+    assert [f.rule for f in tau_findings(33, "FM-1.5")] == ["ended_mid_work"]
+    assert tau_findings(4, "FM-1.5") == []

@@ -1,0 +1,77 @@
+"""Imported runs as the steps detectors see: a transcript through the importer, OTLP decoding
+and normalization, as `mast-otel analyze` reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from collector.analyze import analyze_files
+from collector.config import Config
+from collector.importers import chat
+from collector.importers.spans import RunSpec, request_for
+from collector.otlp.decode import decode_spans
+from processors.model import Finding, Step
+from processors.normalize import normalize_span
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tau_file() -> Path | None:
+    """The tau-bench airline file in ../shared/data, if present."""
+    for folder in [ROOT, *ROOT.parents]:
+        candidate = folder.parent / "shared/data/tau-bench/gpt-4o-airline.json"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def steps_of(run: RunSpec) -> list[Step]:
+    """The normalized steps of an imported run, in span order."""
+    records = decode_spans(request_for(run)).records
+    return [step for r in records if (step := normalize_span(r)) is not None]
+
+
+def chat_steps(messages: list[dict[str, Any]], position: int = 0) -> list[Step]:
+    """The steps of a chat transcript (OpenAI messages), as the chat importer writes it."""
+    return steps_of(chat.build_run({"messages": messages}, position, "test run"))
+
+
+def tau_run(index: int) -> dict[str, Any]:
+    path = tau_file()
+    assert path is not None
+    runs: list[dict[str, Any]] = json.loads(path.read_text())
+    return runs[index]
+
+
+def tau_steps(index: int) -> list[Step]:
+    """The steps of one real tau-bench run."""
+    return steps_of(chat.build_run(tau_run(index), index, f"tau run {index}"))
+
+
+def findings_of(runs: list[Any], config: Config | None = None) -> list[Finding]:
+    """Every finding the offline pipeline (`mast-otel analyze`) raises on these runs (chat
+    transcripts: run objects or message lists, or Codex rollout lines), in run order."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "runs.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(runs, handle)
+        return analyze_files(config or Config(), [path])
+
+
+def codex_findings(lines: list[dict[str, Any]], config: Config | None = None) -> list[Finding]:
+    """Every finding on one Codex session file made of these rollout lines."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "rollout-test.jsonl")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(line) + "\n" for line in lines)
+        return analyze_files(config or Config(), [path])
+
+
+def tau_findings(index: int, mode: str | None = None) -> list[Finding]:
+    """The findings on one real tau-bench run (of one mode, if given)."""
+    found = findings_of([tau_run(index)])
+    return [f for f in found if mode is None or f.mode == mode]
