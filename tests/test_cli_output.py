@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from collector.exporters.clickhouse import ClickHouseExporter
 
 from collector.cli import main
 from collector.store import ChdbStore, migrate
+from collector.store.batching import ClickHouseExporter
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 BASE = (T0 // MINUTE) * MINUTE

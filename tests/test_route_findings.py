@@ -11,7 +11,6 @@ import json
 import random
 from typing import Any
 
-from collector.exporters.base import MemoryExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from collector.config import Config
@@ -23,6 +22,7 @@ from collector.otlp.decode import (
 )
 from collector.pipeline import Pipeline
 from collector.sharding.route import route_request
+from collector.store.exporter import MemoryExporter
 from tests.benchmarks.fleet import build_fleet
 
 T0 = 1_790_000_000_000_000_000

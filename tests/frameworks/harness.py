@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collector import queries
 from collector.run_steps import run_steps
-from collector.store import ChdbStore
+from collector.store import ChdbStore, queries
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "collector.cli"]
