@@ -71,7 +71,7 @@ DEFAULT_MUTATING_VERBS: tuple[str, ...] = (
     "create", "delete", "deploy", "disable", "drain", "edit", "enable", "evict", "exchange",
     "grant", "insert", "issue", "kill", "merge", "modify", "move", "patch", "pay",
     "post", "publish", "purchase", "put", "refund", "reject", "remediate", "remove", "rename",
-    "reopen", "replace", "reserve", "reset", "resolve", "restart", "revoke", "rollback",
+    "reopen", "replace", "reserve", "forward", "reset", "resolve", "restart", "revoke", "rollback",
     "rollout", "save", "scale", "schedule", "send", "set", "submit", "transfer", "uninstall",
     "install", "unassign", "update", "upgrade", "upload", "upsert", "write", "comment", "reply",
     "mark", "commit", "push", "suspend", "terminate", "stop", "start", "revert",
@@ -95,11 +95,11 @@ DEFAULT_NEUTRAL_TOOLS: tuple[str, ...] = (
 # Words in a transfer tool's name (or hand-off target) that name a person, not an agent.
 DEFAULT_PERSON_WORDS: tuple[str, ...] = (
     "human", "humans", "person", "people", "support", "operator", "operators", "representative",
-    "staff", "live", "manager", "supervisor", "specialist", "user",
+    "staff", "live", "manager", "supervisor", "specialist",
 )  # fmt: skip
 # Verbs of a tool that passes the conversation on (with a person word: an escalation).
 DEFAULT_TRANSFER_VERBS: tuple[str, ...] = (
-    "transfer", "escalate", "handoff", "hand", "delegate", "route", "forward", "connect",
+    "transfer", "escalate", "handoff", "hand", "delegate", "route", "talk",
 )  # fmt: skip
 # Argument keys holding a command to run (a shell line, an argv list, SQL).
 DEFAULT_COMMAND_KEYS: tuple[str, ...] = (
@@ -370,8 +370,8 @@ class ActionClassifier:
         words = name_words(name)
         return (
             bool(words)
+            and words[0] in self._transfer_verbs
             and bool(self._person_words.intersection(words))
-            and (words[0] in self._transfer_verbs or "to" in words)
         )
 
     def _classify(self, tool_name: str, arguments: str) -> Action:

@@ -221,3 +221,11 @@ def test_transfer_to_an_agent_stays_a_handoff() -> None:
         "transfer_to_refunds_agent": StepKind.HANDOFF,
         "transfer_to_live_support": StepKind.TOOL,
     }
+
+
+def test_a_person_word_alone_does_not_make_an_escalation() -> None:
+    assert kind("assign_ticket_to_user", {"ticket_id": "T-1", "user_id": "u-2"}) is MUT
+    assert kind("forward_email_to_support", {"message_id": "m-1"}) is MUT
+    assert kind("get_support_ticket", {"ticket_id": "T-1"}) is READ
+    assert kind("route_to_live_agent", {}) is ESC
+    assert kind("talk_to_human", {}) is ESC
