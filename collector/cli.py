@@ -73,15 +73,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from collector.service import Service
 
     config = _config(args)
-    service = Service(config)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: Any) -> None:
         log.info("received %s: stopping, flushing everything accepted", signal.Signals(signum).name)
         stop.set()
 
+    # Before the store and the spool are opened: a stop asked for at any moment from here on
+    # still replays the spool and stores what it holds.
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    service = Service(config)
     service.start()
     log.info(
         "mast-otel %s: OTLP/gRPC on %s, OTLP/HTTP on %s, store %s (database %s)",
@@ -99,8 +101,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     while not stop.wait(1.0):
         pass
-    service.stop()
-    log.info("stopped; everything accepted is stored")
+    report = service.stop()
+    if report.complete:
+        log.info("stopped; %s", report.describe())
+    else:
+        log.error("stopped; %s", report.describe())
     return 0
 
 
@@ -325,8 +330,9 @@ def cmd_signatures(args: argparse.Namespace) -> int:
     print(f"{'trace id':<32}  {'service':<12} {'model':<14} {'steps':>5} {'outcome':<8} modes")
     for row in rows:
         print(
-            f"{row['trace_id']:<32}  {row['service'][:12]:<12} {row['model'][:14]:<14} "
-            f"{row['steps']:>5} {row['outcome'] or '-':<8} {', '.join(row['modes']) or '-'}"
+            f"{_shown(row['trace_id']):<32}  {_shown(row['service'])[:12]:<12} "
+            f"{_shown(row['model'])[:14]:<14} {row['steps']:>5} "
+            f"{_shown(row['outcome']) or '-':<8} {_shown(', '.join(row['modes'])) or '-'}"
         )
     return 0
 
@@ -365,7 +371,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     config = _config(args)
     since = _since(args.since)
-    until = _since(args.until) or time.time_ns()
+    until = _since(args.until, "--until") or time.time_ns()
     assert since is not None
     if until <= since:
         raise ConfigError(f"--until ({args.until}) must be later than --since ({args.since})")
@@ -420,8 +426,9 @@ def cmd_failing(args: argparse.Namespace) -> int:
     for row in rows:
         first = datetime.fromtimestamp(row["first_minute_unix"]).strftime("%Y-%m-%d %H:%M")
         print(
-            f"{row['mode']:<7} {'yes' if row['fatal'] else 'no':<5} {row['model'][:16]:<16} "
-            f"{row['service'][:14]:<14} {row['findings']:>8} {row['runs']:>5}  {first}"
+            f"{_shown(row['mode']):<7} {'yes' if row['fatal'] else 'no':<5} "
+            f"{_shown(row['model'])[:16]:<16} {_shown(row['service'])[:14]:<14} "
+            f"{row['findings']:>8} {row['runs']:>5}  {first}"
         )
     return 0
 
@@ -436,14 +443,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     sig = timeline["signature"] or {}
     print(
-        f"run {timeline['trace_id']}  outcome {sig.get('outcome') or '-'}  "
-        f"modes {', '.join(sig.get('modes', [])) or '-'}"
+        f"run {_shown(timeline['trace_id'])}  outcome {_shown(sig.get('outcome') or '-')}  "
+        f"modes {_shown(', '.join(sig.get('modes', []))) or '-'}"
     )
     for span in timeline["spans"]:
-        marks = "".join(f"  <- {f['mode']} {f['message']}" for f in span["findings"])
+        marks = "".join(
+            f"  <- {_shown(f['mode'])} {_shown(f['message'])}" for f in span["findings"]
+        )
         print(
             f"{span['offset_ms']:>9.0f}ms {span['duration_ms']:>8.0f}ms "
-            f"{'  ' * span['depth']}{span['name']} [{span['status']}]{marks}"
+            f"{'  ' * span['depth']}{_shown(span['name'])} [{_shown(span['status'])}]{marks}"
         )
     return 0
 
@@ -491,8 +500,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
         rate = "-" if g.success_rate is None else f"{g.success_rate:.0%}"
         score = "-" if g.mean_score is None else f"{g.mean_score:.2f}"
         print(
-            f"{args.by} {g.group or '(unknown)'}: {g.runs} runs, success {rate}, mean score "
-            f"{score}, {g.modes_per_failed_run:.1f} modes per failed run"
+            f"{args.by} {_shown(g.group) or '(unknown)'}: {g.runs} runs, success {rate}, "
+            f"mean score {score}, {g.modes_per_failed_run:.1f} modes per failed run"
         )
         print(f"  {'mode':<7} {'failed':>7} {'success':>7} {'lift':>6}  call")
         for m in g.modes:
@@ -500,7 +509,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
                 continue
             call = ("fatal" if m.fatal else "benign") + f" ({m.basis})"
             print(
-                f"  {m.mode:<7} {m.rate_failed:>7.0%} {m.rate_success:>7.0%} "
+                f"  {_shown(m.mode):<7} {m.rate_failed:>7.0%} {m.rate_success:>7.0%} "
                 f"{m.lift:>+6.0%}  {call}"
             )
     return 0
@@ -517,7 +526,7 @@ def _has_store(store: Store) -> bool:
 def _print_findings(rows: list[dict[str, Any]], output: str) -> None:
     if output == "json":
         for row in rows:
-            print(json.dumps(row, ensure_ascii=False))
+            print(_json_line(row, ensure_ascii=False))
         return
     if not rows:
         print("no findings")
@@ -525,29 +534,81 @@ def _print_findings(rows: list[dict[str, Any]], output: str) -> None:
     print(f"{'mode':<7} {'trace id':<32} {'span id':<16} {'conf':>4}  message")
     for row in rows:
         print(
-            f"{row['mode']:<7} {row['trace_id']:<32} {row['span_id']:<16} "
-            f"{float(row['confidence']):>4.2f}  {row['message']}"
+            f"{_shown(row['mode']):<7} {_shown(row['trace_id']):<32} "
+            f"{_shown(row['span_id']):<16} {float(row['confidence']):>4.2f}  "
+            f"{_shown(row['message'])}"
         )
 
 
-_DURATION = re.compile(r"^(\d+)([smhd])$")
+_DURATION = re.compile(r"^(\d{1,12})([smhd])$")
+# What the store's times can hold: DateTime (seconds, unsigned 32-bit) is the narrowest column
+# a time filter is compared with; a moment outside is refused before any query runs.
+_EARLIEST_NS = 0
+_LATEST_NS = (2**32 - 1) * 1_000_000_000
 
 
-def _since(value: str | None) -> int | None:
-    """`15m`, `2h`, `1d` ago, or an ISO-8601 time, as Unix nanoseconds."""
+def _since(value: str | None, flag: str = "--since") -> int | None:
+    """`15m`, `2h`, `1d` ago, or an ISO-8601 time, as Unix nanoseconds; a moment before 1970
+    or past 2106 (what the store's times hold) is a ConfigError naming the flag."""
     if value is None:
         return None
+    expected = f"{flag} expects a duration like 15m, 2h, 1d or an ISO time"
     match = _DURATION.match(value.strip())
     if match:
         seconds = int(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
-        return time.time_ns() - seconds * 1_000_000_000
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError as exc:
+        moment_ns = time.time_ns() - seconds * 1_000_000_000
+    else:
+        try:
+            moment = datetime.fromisoformat(value.strip())
+            moment_ns = int(moment.timestamp() * 1e9)
+        except (ValueError, OverflowError, OSError) as exc:
+            raise ConfigError(f"{expected}, got {_shown(value)!r}") from exc
+    if not _EARLIEST_NS <= moment_ns <= _LATEST_NS:
         raise ConfigError(
-            f"--since expects a duration like 15m, 2h, 1d or an ISO time, got {value!r}"
-        ) from exc
-    return int(moment.timestamp() * 1e9)
+            f"{flag} {_shown(value)!r} is outside what the store's times hold (1970 to 2106)"
+        )
+    return moment_ns
+
+
+# Terminal control characters: C0 (but newline and tab, which the caller handles), DEL and
+# C1. Printed raw, a stored name could move the cursor, retitle the window, hide text or, on
+# some terminals, answer back; they are shown as escapes instead.
+# Bidirectional overrides and isolates reorder what follows them on screen: escaped too.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _shown(value: Any) -> str:
+    """A stored value as one line of harmless text: every control character (newlines and
+    tabs included) as an escape such as \\x1b."""
+    return _CONTROL_OR_BREAK.sub(_escape, str(value))
+
+
+def _json_line(row: Any, ensure_ascii: bool = True) -> str:
+    """`row` as JSON; JSON escapes C0 itself, C1 (kept raw without ensure_ascii) is escaped."""
+    return re.sub(
+        r"[\x7f-\x9f]", lambda m: f"\\u{ord(m[0]):04x}", json.dumps(row, ensure_ascii=ensure_ascii)
+    )
+
+
+class _SafeOutput:
+    """A text stream that writes every terminal control character but newline and tab as an
+    escape: the last guard for whatever a command prints from the store."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_CONTROL.sub(_escape, text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def cmd_dashboards_generate(args: argparse.Namespace) -> int:
@@ -772,6 +833,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    stdout = sys.stdout
+    sys.stdout = _SafeOutput(stdout)
     try:
         return int(args.func(args))
     except (
@@ -781,13 +844,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         OtlpDecodeError,
         ImportFormatError,
     ) as exc:
-        print(f"mast-otel: {exc}", file=sys.stderr)
+        print(f"mast-otel: {_CONTROL.sub(_escape, str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"mast-otel: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        message = f"{exc.filename or ''}: {exc.strerror or exc}"
+        print(f"mast-otel: {_CONTROL.sub(_escape, message)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

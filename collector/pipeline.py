@@ -126,6 +126,52 @@ class PipelineStats:
     findings_by_mode: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class StopReport:
+    """What a stop left undone: empty when everything accepted before it is stored."""
+
+    # Durable mode: spool records never replayed (the store refused writes while stopping).
+    replay_segments_left: int = 0
+    # Accepted requests not processed (the store refused writes while stopping); durable mode
+    # keeps them in the spool.
+    requests_left: int = 0
+    # Rows the store refused at the last write (in the spool in durable mode, else lost).
+    rows_unstored: int = 0
+    # Runs still open, kept in the spool to resume (durability.resume_open_runs).
+    runs_left_open: int = 0
+    durable: bool = False
+    reason: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return not (
+            self.replay_segments_left
+            or self.requests_left
+            or self.rows_unstored
+            or self.runs_left_open
+        )
+
+    def describe(self) -> str:
+        if self.complete:
+            return "everything accepted is stored"
+        parts = []
+        if self.replay_segments_left:
+            parts.append(f"{self.replay_segments_left} spool segment(s) not replayed")
+        if self.requests_left:
+            parts.append(f"{self.requests_left} accepted request(s) not processed")
+        if self.rows_unstored:
+            parts.append(f"{self.rows_unstored} row(s) the store did not take")
+        if self.runs_left_open:
+            parts.append(f"{self.runs_left_open} open run(s) kept to resume")
+        where = (
+            "they stay in the spool and are stored at the next start"
+            if self.durable
+            else "they are lost (durability.mode is memory)"
+        )
+        because = f" ({self.reason})" if self.reason else ""
+        return f"NOT everything accepted is stored: {', '.join(parts)}{because}; {where}"
+
+
 @dataclass(slots=True)
 class _Batch:
     kind: str
@@ -233,7 +279,15 @@ class Pipeline:
         self._queued_items = 0
         self._queued_bytes = 0
         self._queue_lock = threading.Lock()
+        # Requests between their room check and their place in the queue (writing to the
+        # spool): a stop waits for them, so nothing acknowledged misses the last drain.
+        self._enqueuing = 0
+        self._enqueued = threading.Condition(self._queue_lock)
         self._stop = threading.Event()
+        self.stop_report: StopReport | None = None
+        self._replay_cut_short = False
+        # While replaying: when the request being replayed arrived, on `clock` (see `_arrival`).
+        self._replay_now: float | None = None
         self._worker: threading.Thread | None = None
         self._last_tick = 0.0
         self._listeners: list[Callable[[WindowOutput], None]] = []
@@ -316,20 +370,26 @@ class Pipeline:
             # Room is reserved before the (slow) write to disk, so the bounds hold.
             self._queued_items += len(items)
             self._queued_bytes += size
-        entry = None
-        if self.spool is not None and raw is not None:
-            try:
-                entry = self.spool.append(_RECORD_KINDS[(raw.signal, raw.encoding)], raw.data)
-            except SpoolFull as exc:
-                with self._queue_lock:
-                    self._queued_items -= len(items)
-                    self._queued_bytes -= size
-                    self.stats.items_refused += len(items)
-                    self.stats.requests_refused += 1
-                    self.stats.spool_refusals += 1
-                raise Refused(str(exc), self.config.pipeline.retry_after_s) from exc
-        scan = raw is None or self.redactor.needs_scan(raw.data, raw.encoding)
-        self._queue.put(_Batch(kind, items, entry, size=size, scan=scan))
+            self._enqueuing += 1
+        try:
+            entry = None
+            if self.spool is not None and raw is not None:
+                try:
+                    entry = self.spool.append(_RECORD_KINDS[(raw.signal, raw.encoding)], raw.data)
+                except SpoolFull as exc:
+                    with self._queue_lock:
+                        self._queued_items -= len(items)
+                        self._queued_bytes -= size
+                        self.stats.items_refused += len(items)
+                        self.stats.requests_refused += 1
+                        self.stats.spool_refusals += 1
+                    raise Refused(str(exc), self.config.pipeline.retry_after_s) from exc
+            scan = raw is None or self.redactor.needs_scan(raw.data, raw.encoding)
+            self._queue.put(_Batch(kind, items, entry, size=size, scan=scan))
+        finally:
+            with self._queue_lock:
+                self._enqueuing -= 1
+                self._enqueued.notify_all()
 
     @property
     def queue_depth(self) -> int:
@@ -354,14 +414,23 @@ class Pipeline:
         if self.judge is not None:
             self.judge.start()
 
-    def stop(self) -> None:
-        """Take no more, process what is queued, close every open run and write everything the
-        store takes. With `durability.resume_open_runs`, only runs whose end was seen are
-        closed; the others stay in the spool and resume at the next start. In durable mode
-        what the store refuses stays in the spool too."""
+    def stop(self, enqueue_wait_s: float = 30.0) -> StopReport:
+        """Take no more, finish the replay, process what is queued, close every open run and
+        write everything the store takes. With `durability.resume_open_runs`, only runs whose
+        end was seen are closed; the others stay in the spool and resume at the next start. In
+        durable mode what the store refuses stays in the spool too. Returns (and keeps in
+        `stop_report`) what was left undone, if anything."""
+        durable = self.spool is not None
+        report = StopReport(durable=durable)
         with self._queue_lock:
             self._stop.set()
+            # Requests already past their room check finish their write to the spool and
+            # reach the queue before the last drain (the receivers have stopped taking more).
+            deadline = time.monotonic() + enqueue_wait_s
+            while self._enqueuing and time.monotonic() < deadline:
+                self._enqueued.wait(0.1)
         if self._worker is not None:
+            # The worker finishes the replay first (everything in the spool was accepted).
             self._worker.join()
         if self._store_writer is not None:
             # Finish the write in progress; from here on everything runs on this thread.
@@ -369,35 +438,64 @@ class Pipeline:
                 self._finish_write(self._write)
             self._store_writer.shutdown()
             self._store_writer = None
-        durable = self.spool is not None
-        if not (durable and self.exporter.full):
-            self._drain()
+        if self._replay_cut_short:
+            assert self.spool is not None
+            # The segment being read, and those not reached.
+            report.replay_segments_left = self.spool.replay_segments_left + 1
+            report.reason = "the store refused writes while the spool was replayed"
+        self._drain_for_stop(report)
         if durable and self.config.durability.resume_open_runs:
             self._emit(self._guarded(self.windows.close_finished))
+            report.runs_left_open = self.windows.active_runs
         else:
             self._emit(self._guarded(lambda: self.windows.close_all("shutdown")))
         if self.judge is not None:
             # Runs still waiting for the judge are judged no more; what it found so far stays.
             self.judge.stop()
-            self._drain()
+            self._drain_for_stop(report)
         try:
             if self.exporter.flush(self.clock(), force=True):
                 self._confirm()
         except Exception as exc:
             self.stats.export_errors += 1
-            if durable:
-                log.error(
-                    "the store refused the last writes (%s); they stay in the spool and are "
-                    "written at the next start",
-                    exc,
-                )
-            else:
-                log.error("the store refused the last writes (%s); they are lost", exc)
+            report.rows_unstored = getattr(self.exporter, "buffered_rows", 0) or 1
+            report.reason = f"the store refused the last writes: {exc}"
+            log.error("the store refused the last writes (%s)", exc)
         for stage in self._after_export:
             try:
                 stage(self.clock(), True)
             except Exception:
                 log.exception("a stage after export failed at stop")
+        self.stop_report = report
+        return report
+
+    def _drain_for_stop(self, report: StopReport) -> None:
+        """Process every queued batch. When the store's buffer is full, write it out here
+        first; if the store refuses, what is still queued is left (in the spool, in durable
+        mode) and counted in `report`."""
+        while True:
+            if self.exporter.full:
+                try:
+                    if self.exporter.flush(self.clock(), force=True):
+                        self._confirm()
+                except Exception as exc:
+                    self.stats.export_errors += 1
+                    left = self._queue.qsize()
+                    if left:
+                        report.requests_left += left
+                        report.reason = f"the store refused writes while stopping: {exc}"
+                        log.error(
+                            "the store refused writes while stopping (%s): %d queued "
+                            "request(s) not processed",
+                            exc,
+                            left,
+                        )
+                    return
+            try:
+                batch = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            self._take(batch)
 
     def _run(self) -> None:
         if self.spool is not None and self.spool.replaying:
@@ -424,28 +522,22 @@ class Pipeline:
             self._last_tick = now
             self.tick(now)
 
-    def _drain(self) -> None:
-        while True:
-            try:
-                batch = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            self._take(batch)
-
     def _take(self, batch: _Batch) -> None:
         with self._queue_lock:
             self._queued_items -= len(batch.items)
             self._queued_bytes -= batch.size
         self._process(batch)
 
-    def _process(self, batch: _Batch) -> None:
+    def _process(self, batch: _Batch, now: float | None = None) -> None:
         try:
             if batch.kind == "spans":
-                self.process_spans(batch.items, source=batch)
+                self.process_spans(batch.items, now, source=batch)
             elif batch.kind == "logs":
-                self.process_logs(batch.items, source=batch)
+                self.process_logs(batch.items, now, source=batch)
             else:
                 self.stats.findings += len(batch.items)
+                for finding in batch.items:
+                    self.redactor.finding(finding)
                 self.exporter.add_findings(batch.items)
         except Exception:
             # A bug must not take the collector down with every run in flight.
@@ -469,9 +561,16 @@ class Pipeline:
             recovered.bytes,
         )
         depth = self.config.receivers.max_value_depth
+        told = False
         for entry, kind, payload in self.spool.replay():
-            if self._stop.is_set():
-                break
+            if self._stop.is_set() and not told:
+                # Everything in the spool was acknowledged: a stop finishes the replay.
+                told = True
+                log.info(
+                    "stopping: the replay goes on to the end of the spool (%d segment(s) "
+                    "left) so that everything accepted is stored",
+                    self.spool.replay_segments_left + 1,
+                )
             try:
                 batch = _decode(kind, payload, depth)
                 batch.scan = self.redactor.needs_scan(payload, _ENCODINGS[kind])
@@ -485,17 +584,47 @@ class Pipeline:
             batch.replayed = True
             batch.stored = entry.seq in recovered.stored
             self.stats.replayed_requests += 1
-            self._process(batch)
-            while self.exporter.full and not self._stop.is_set():
-                self._maybe_tick()
-                self._stop.wait(self.config.pipeline.tick_interval_s)
+            # The windows' clock follows the requests' arrival while they are replayed, so a
+            # run is not closed as idle before its later requests are replayed.
+            self._replay_now = self._arrival(entry)
+            self._process(batch, self._replay_now)
+            if not self._wait_for_room():
+                log.error(
+                    "stopping while the store refuses writes: the replay ends here and the "
+                    "rest of the spool is replayed at the next start"
+                )
+                self._replay_cut_short = True
+                break
             self._maybe_tick()
+        self._replay_now = None
         log.info(
             "replay done: %d request(s) in %.1f s, %d run(s) rebuilt and open",
             self.stats.replayed_requests,
             time.monotonic() - started,
             self.windows.active_runs,
         )
+
+    def _arrival(self, entry: SpoolEntry) -> float:
+        """When a replayed request arrived, on the pipeline's clock, at the latest: its
+        segment's last write. A rebuilt run's idle time counts from there, not from the
+        restart, so runs whose end never came close once idle past `windows.idle_timeout_s`
+        instead of holding their segments (and being replayed again) at every restart."""
+        now = self.clock()
+        written = self.spool.written_at(entry.segment) if self.spool is not None else None
+        if written is None:
+            return now
+        return now - min(max(0.0, time.time() - written), self.config.windows.idle_timeout_s)
+
+    def _wait_for_room(self) -> bool:
+        """Wait while the store's buffer is full (the writes go on on the store's thread).
+        False when stopping and the store refuses writes: the replay gives up for now."""
+        interval = self.config.pipeline.tick_interval_s
+        while self.exporter.full:
+            if self._stop.is_set() and self.exporter.failing:
+                return False
+            self._maybe_tick()
+            time.sleep(interval)
+        return True
 
     # -- the stages, also driven directly by offline analysis ---------------------------------
 
@@ -620,7 +749,8 @@ class Pipeline:
 
     def tick(self, now: float) -> None:
         started = _cpu()
-        self._emit(self._guarded(lambda: self.windows.tick(now)))
+        windows_now = now if self._replay_now is None else self._replay_now
+        self._emit(self._guarded(lambda: self.windows.tick(windows_now)))
         self._relieve_spool()
         ticked = _cpu()
         self.stage_seconds["detect"] += ticked - started
@@ -747,6 +877,12 @@ class Pipeline:
         for finding in out.findings:
             by_mode[finding.mode] = by_mode.get(finding.mode, 0) + 1
         self.stats.signatures += len(out.signatures)
+        # Detectors quote what the (redacted) steps carried; this is the last guard before
+        # the store, for what a detector or a rule change could let through.
+        for finding in out.findings:
+            self.redactor.finding(finding)
+        for signature in out.signatures:
+            self.redactor.signature(signature)
         if out.findings:
             self.exporter.add_findings(out.findings)
         if out.signatures:

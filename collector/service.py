@@ -13,7 +13,7 @@ from typing import Any
 from collector.config import Config, parse_endpoint
 from collector.exporters.clickhouse import ClickHouseExporter, RetryPolicy
 from collector.metrics import MetricsServer, exposition, registry_for
-from collector.pipeline import Pipeline
+from collector.pipeline import Pipeline, StopReport
 from collector.receivers.grpc_receiver import GrpcReceiver
 from collector.receivers.http_receiver import HttpReceiver
 from collector.security import (
@@ -192,10 +192,11 @@ class Service:
         status["stages"] = {"receive": receive, **self.pipeline.stage_cpu_seconds()}
         return status
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """Stop taking requests, then process and store everything already accepted."""
+    def stop(self, grace_s: float = 5.0) -> StopReport:
+        """Stop taking requests, then process and store everything already accepted; returns
+        what was left undone, if anything (see `StopReport`)."""
         if self._stopped.is_set():
-            return
+            return self.pipeline.stop_report or StopReport()
         self._stopped.set()
         if self.grpc:
             self.grpc.shutdown(grace_s)
@@ -203,10 +204,11 @@ class Service:
             self.http.shutdown()
         if self.metrics_server:
             self.metrics_server.shutdown()
-        self.pipeline.stop()
+        report = self.pipeline.stop()
         if self.spool is not None:
             self.spool.close()
         self.store.close()
+        return report
 
     def on_output(self, listener: Callable[..., None]) -> None:
         self.pipeline.on_output(listener)

@@ -73,6 +73,9 @@ class _Segment:
     refs: int = 0
     sealed: bool = False
     records: int = 0
+    # When the file was last written (left by a previous process): no record in it arrived
+    # later.
+    mtime: float = 0.0
 
 
 @dataclass
@@ -150,7 +153,7 @@ class Spool:
                 path.unlink(missing_ok=True)
                 path.with_suffix(_JOURNAL).unlink(missing_ok=True)
                 continue
-            segment = _Segment(segment_id, path, size=size, sealed=True)
+            segment = _Segment(segment_id, path, size=size, sealed=True, mtime=path.stat().st_mtime)
             # Held until replay has read it all.
             segment.refs = 1
             self._segments[segment_id] = segment
@@ -191,6 +194,18 @@ class Spool:
     @property
     def replaying(self) -> bool:
         return bool(self._replay)
+
+    def written_at(self, segment_id: int) -> float | None:
+        """When a segment left by the previous process was last written (wall clock seconds),
+        if it is one."""
+        with self._lock:
+            segment = self._segments.get(segment_id)
+            return segment.mtime if segment is not None and segment.mtime else None
+
+    @property
+    def replay_segments_left(self) -> int:
+        """Segments left by the previous process not yet read by `replay`."""
+        return len(self._replay)
 
     # -- appending ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 ALL = "$__all"
 
@@ -113,10 +114,43 @@ _TEMPLATE = re.compile(
 )
 
 
+# Grafana's formats (`formatRegistry` of Grafana and its scenes library), reproduced exactly,
+# escaping included: `singlequote` and `sqlstring` leave backslashes alone, which ClickHouse
+# reads as escapes, so a value ending in a backslash closes the string early. Only
+# `percentencode` (RFC 3986, everything but letters, digits and -_.~ as %XX) is safe inside a
+# ClickHouse string whatever the value.
+
+
 def _singlequote(value: str | list[str]) -> str:
+    """`'` + the value with each `'` as `\\'` + `'`; multi-values joined by commas."""
     if isinstance(value, list):
         return ",".join(_singlequote(v) for v in value)
     return "'" + value.replace("'", "\\'") + "'"
+
+
+def _sqlstring(value: str | list[str]) -> str:
+    """Each `'` doubled and each `"` as `\\"`, quoted with `'`; multi-values joined by commas."""
+    if isinstance(value, list):
+        return ",".join(_sqlstring(v) for v in value)
+    return "'" + value.replace("'", "''").replace('"', '\\"') + "'"
+
+
+def _encode_uri_component_strict(value: str) -> str:
+    """JavaScript's encodeURIComponent (UTF-8) with `!'()*` encoded too: all but
+    A-Z a-z 0-9 - _ . ~ as uppercase %XX."""
+    return quote(value.encode("utf-8", "surrogatepass"), safe="-_.~")
+
+
+def _percentencode(value: str | list[str]) -> str:
+    """Multi-values as a glob, `{a,b}`, then the whole percent-encoded."""
+    if isinstance(value, list):
+        return _encode_uri_component_strict("{" + ",".join(value) + "}")
+    return _encode_uri_component_strict(value)
+
+
+def _raw(value: str | list[str]) -> str:
+    """JavaScript's String(value): arrays join with commas."""
+    return ",".join(value) if isinstance(value, list) else value
 
 
 def _plugin_default_format(value: str | list[str]) -> str:
@@ -126,7 +160,13 @@ def _plugin_default_format(value: str | list[str]) -> str:
     return value
 
 
-_FORMATS = {"singlequote": _singlequote}
+_FORMATS = {
+    "singlequote": _singlequote,
+    "sqlstring": _sqlstring,
+    "percentencode": _percentencode,
+    "raw": _raw,
+    "csv": _raw,
+}
 
 
 def replace_variables(sql: str, variables: Mapping[str, Variable]) -> str:

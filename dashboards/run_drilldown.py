@@ -20,13 +20,14 @@ from dashboards.sources import (
     STEP_MODEL,
     STEP_TOOL,
     TRACES,
+    one_selected,
 )
 from dashboards.variables import clickhouse_datasource, database
 
 UID = "mast-run"
 TITLE = "mast-otel · Run"
 
-TRACE = "${trace_id:singlequote}"
+TRACE = one_selected("trace_id")
 # Spans of one trace: bounded by the trace's first and last span start (the exporter's
 # trace-id lookup table), so the scan touches that time span's partitions only.
 _TRACE_BOUNDS = f"""Timestamp >= (SELECT min(Start) FROM {DATABASE}.otel_traces_trace_id_ts

@@ -67,18 +67,47 @@ STEP_INPUT = (
 )
 
 
+def selected(variable: str) -> str:
+    """The values selected in the dashboard variable `variable`, as an Array(String).
+
+    Values come from what senders send (service, agent and model names), so they reach the SQL
+    only through Grafana's `percentencode` format: RFC 3986 percent-encoding of every byte but
+    letters, digits and `-_.~`, which no quote, backslash, `$` or newline survives, decoded by
+    ClickHouse. (`singlequote` and `sqlstring` escape quotes but not backslashes, which
+    ClickHouse reads as escapes.) Several values arrive as `{a,b}`, where a comma inside a
+    name cannot be told from the separator: every run of consecutive parts is taken (`a`,
+    `b` and `a,b`), so each selected name matches itself; a name that happens to be two
+    selected names joined by a comma matches too."""
+    runs = (
+        "arrayFlatten(arrayMap(i -> arrayMap(j -> arrayStringConcat(arraySlice(parts, i, "
+        "j - i + 1), ','), range(i, length(parts) + 1)), range(1, length(parts) + 1)))"
+    )
+    return (
+        "arrayFlatten(arrayMap(d -> if(startsWith(d, '{') AND endsWith(d, '}'), "
+        f"arrayPushFront(arrayMap(parts -> {runs}, "
+        "[splitByChar(',', substring(d, 2, length(d) - 2))])[1], d), [d]), "
+        f"[decodeURLComponent('${{{variable}:percentencode}}')]))"
+    )
+
+
+def one_selected(variable: str) -> str:
+    """The value of a single-value variable (a trace id typed or linked), as a String read
+    through `percentencode` like `selected`."""
+    return f"decodeURLComponent('${{{variable}:percentencode}}')"
+
+
 def run_filters(time_column: str | None = None) -> str:
     """The dashboard variables as conditions on a table with ServiceName, AgentName, Model and
     TraceId columns (findings, signatures). `$__conditionalAll` drops a condition whose
     variable is at All, so the default view costs nothing extra."""
     environment_runs = (
         f"SELECT TraceId FROM {TRACES} WHERE $__timeFilter(Timestamp) "
-        f"AND {ENVIRONMENT} IN (${{environment:singlequote}})"
+        f"AND has({selected('environment')}, {ENVIRONMENT})"
     )
     conditions = [
-        "$__conditionalAll(ServiceName IN (${service:singlequote}), $service)",
-        "$__conditionalAll(AgentName IN (${agent:singlequote}), $agent)",
-        "$__conditionalAll(Model IN (${model:singlequote}), $model)",
+        f"$__conditionalAll(has({selected('service')}, ServiceName), $service)",
+        f"$__conditionalAll(has({selected('agent')}, AgentName), $agent)",
+        f"$__conditionalAll(has({selected('model')}, Model), $model)",
         f"$__conditionalAll(TraceId IN ({environment_runs}), $environment)",
     ]
     if time_column:

@@ -8,7 +8,7 @@ from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.models import dashboard as model
 
 from dashboards.clickhouse import CLICKHOUSE_DS, CLICKHOUSE_UID, PLUGIN_ID, PROMETHEUS_UID
-from dashboards.sources import ENVIRONMENT, SIGNATURES, TRACES
+from dashboards.sources import ENVIRONMENT, SIGNATURES, TRACES, selected
 
 DEFAULT_DATABASE = "otel"
 
@@ -18,10 +18,10 @@ VARIABLE_SQL: dict[str, str] = {
     "WHERE $__timeFilter(Start) AND ServiceName != '' ORDER BY ServiceName",
     "agent": f"SELECT DISTINCT AgentName FROM {SIGNATURES} "
     "WHERE $__timeFilter(Start) AND AgentName != '' "
-    "AND $__conditionalAll(ServiceName IN (${service:singlequote}), $service) ORDER BY AgentName",
+    f"AND $__conditionalAll(has({selected('service')}, ServiceName), $service) ORDER BY AgentName",
     "model": f"SELECT DISTINCT Model FROM {SIGNATURES} "
     "WHERE $__timeFilter(Start) AND Model != '' "
-    "AND $__conditionalAll(ServiceName IN (${service:singlequote}), $service) ORDER BY Model",
+    f"AND $__conditionalAll(has({selected('service')}, ServiceName), $service) ORDER BY Model",
     "environment": f"SELECT DISTINCT {ENVIRONMENT} AS environment FROM {TRACES} "
     f"WHERE $__timeFilter(Timestamp) AND {ENVIRONMENT} != '' ORDER BY environment",
 }

@@ -139,3 +139,78 @@ def test_kill_dash_nine_loses_nothing_acknowledged(tmp_path: Path) -> None:
         expected = ["FM-1.3"] if looping.get(trace_id) else []
         assert list(signature["modes"]) == expected, (trace_id, signature)
         assert ((trace_id, "FM-1.3") in modes) == bool(expected)
+
+
+TERM_KILLS = 4
+TERM_TEST_S = 50.0
+# Rows wait up to 3 s for the store, so each kill leaves seconds of acknowledged requests
+# unstored in the spool, for the next start to replay.
+TERM_CONFIG = """
+windows:
+  grace_s: 0.3
+storage:
+  flush_interval_s: 3
+  eager_flush_interval_s: 3
+"""
+
+
+def test_sigterm_right_after_a_restart_stores_everything_acknowledged(tmp_path: Path) -> None:
+    """kill -9 a few times under load, then SIGTERM the collector as soon as it answers after
+    its last restart (while it replays what the kills left, with the senders still sending):
+    the clean stop alone, with no later start, stores every acknowledged span."""
+    started = time.monotonic()
+    rng = random.Random(20240602)
+    config_path = tmp_path / "mast.yaml"
+    config_path.write_text(TERM_CONFIG)
+    collector = CollectorProcess(config_path, tmp_path / "data", free_port(), free_port())
+    collector.start()
+    recorders, providers, senders = [], [], []
+    for i in range(2):
+        recorder = AckRecorder(
+            OTLPSpanExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True, timeout=2)
+        )
+        provider = sender_provider(recorder)
+        sender = Sender(provider.get_tracer("crash-test"), runs_per_second=15, name=f"term-{i}")
+        recorders.append(recorder)
+        providers.append(provider)
+        senders.append(sender)
+        sender.start()
+    try:
+        for _ in range(TERM_KILLS):
+            time.sleep(rng.uniform(1.5, 2.5))
+            collector.kill()
+            collector.start()
+        # As soon as it answers: the replay of what the kills left is under way.
+        code = collector.stop(timeout_s=40)
+        for sender in senders:
+            sender.stop_event.set()
+        for sender in senders:
+            sender.join(timeout=10)
+    finally:
+        collector.ensure_stopped()
+        for provider in providers:
+            provider.shutdown()
+    assert code == 0
+
+    acked = set().union(*(r.acked for r in recorders))
+    last_log = collector.logs[-1].read_text(errors="replace")
+    store = ChdbStore(collector.data_dir)
+    try:
+        stored = {
+            (row["t"], row["s"])
+            for row in store.query("SELECT TraceId AS t, SpanId AS s FROM otel.otel_traces")
+        }
+    finally:
+        store.close()
+    replayed = re.findall(r"replay done: (\d+) request\(s\) in ([\d.]+) s", last_log)
+    print(
+        f"\nSIGTERM after restart: {len(acked)} spans acknowledged, last start replayed "
+        f"{replayed[-1] if replayed else 0} (requests, seconds); stop said: "
+        f"{[line for line in last_log.splitlines() if 'stopped;' in line]}"
+    )
+    assert len(acked) > 500
+    assert replayed and int(replayed[-1][0]) > 0, "the last start had nothing to replay"
+    missing = acked - stored
+    assert not missing, f"{len(missing)} acknowledged spans not stored, e.g. {sorted(missing)[:3]}"
+    assert "stopped; everything accepted is stored" in last_log
+    assert time.monotonic() - started < TERM_TEST_S + 10

@@ -219,3 +219,42 @@ def test_the_pipeline_goes_on_while_the_store_writes(tmp_path):
     finally:
         store.close()
     assert int(rows[0]["n"]) == int(rows[0]["u"]) == 50
+
+
+def test_a_stop_while_the_store_is_down_says_what_it_leaves(tmp_path):
+    """SIGTERM while the store refuses writes: the stop does not claim everything is stored;
+    it says what stays in the spool, and the next start stores it."""
+    from collector.config import load_config
+    from collector.spool import RecordKind
+    from tests.test_spool import _request, open_spool
+
+    config = load_config()
+    config.storage.data_dir = str(tmp_path / "data")
+    config.receivers.grpc.enabled = False
+    config.receivers.http.enabled = False
+    spool = open_spool(config.spool_dir(), segment_bytes=1_000_000)
+    now_ns = time.time_ns()
+    for trace in range(1, 6):
+        spool.append(RecordKind.TRACES_PROTOBUF, _request(trace, 3, True, now_ns))
+    spool.close()
+
+    store = FlakyStore(ChdbStore(config.storage.data_dir))
+    service = Service(config, store=store)
+    store.down.set()
+    service.start()
+    wait_for(lambda: service.pipeline.stats.replayed_requests == 5, 20, "the replay")
+    report = service.stop()
+    assert not report.complete and report.rows_unstored > 0, report
+    assert report.describe().startswith("NOT everything accepted is stored")
+    assert "stay in the spool" in report.describe()
+    assert list(config.spool_dir().glob("*.wal"))
+
+    service = Service(config)
+    service.start()
+    report = service.stop()
+    assert report.complete, report
+    check = ChdbStore(config.storage.data_dir)
+    try:
+        assert check.query("SELECT count() AS n FROM otel.otel_traces")[0]["n"] == 15
+    finally:
+        check.close()

@@ -6,6 +6,7 @@ rules without hints) is scanned."""
 
 from __future__ import annotations
 
+import json
 import random
 
 from hypothesis import given, settings
@@ -81,6 +82,38 @@ FRAGMENTS = [
     "_",
     "-----BEGIN RSA PRIVATE KEY-----",
     "-----BEGIN PRIVATE KEY-----",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+    "SecretAccessKey",
+    "SessionToken",
+    "aws_session_token",
+    '\\"',
+    "\\",
+    "AccountKey",
+    "SharedAccessKey",
+    "SharedAccessSignature",
+    "&sig",
+    "?\u017fig",
+    "github_pat_",
+    "glpat-",
+    "sk_live_",
+    "rk_test_",
+    "whsec_",
+    "xoxe-",
+    "xapp-1-",
+    "hooks.slack.com/services/",
+    "hoo\u212as.\u017flack.com/triggers/",
+    "AIza",
+    "ya29.",
+    "SG.",
+    "hf_",
+    "npm_",
+    "-u",
+    "--user",
+    "passphrase",
+    "credentials",
+    "dbPassword",
+    "githubToken",
+    ";",
     "abcdefghij",
     "ABCDEFGHIJKLMNOP",
     "0123456789",
@@ -141,6 +174,27 @@ def test_every_default_rule_has_a_hint_and_known_secrets_are_caught():
         "xoxb-1234567890-abc",
         "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeKKF2Q",
         "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQdGBF\n-----END PGP PRIVATE KEY BLOCK-----",
+        '"SecretAccessKey": "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY"',
+        '{\\"SessionToken\\": \\"FwoGZXIvYXdzEJr//////////wEaDEXAMPLE\\"}',
+        "AccountKey=Zm9vYmFyYmF6cXV4cXV1eA==;EndpointSuffix=core.windows.net",
+        "SharedAccessKey=Zm9vYmFyYmF6cXV4cXV1eA=",
+        "https://a.blob.core.windows.net/c?sv=2022&sig=abcdefghijklmnop%3D",
+        "github_pat_" + "A" * 22 + "_" + "b" * 59,
+        "glpat-" + "x" * 20,
+        "sk_live_" + "c" * 24,
+        "rk_live_" + "d" * 24,
+        "whsec_" + "e" * 32,
+        "xapp-1-A0123456789-1234567890123-abcdef",
+        "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        "AIza" + "f" * 35,
+        "ya29." + "g" * 40,
+        "SG." + "h" * 22 + "." + "i" * 43,
+        "hf_" + "j" * 34,
+        "npm_" + "k" * 36,
+        "curl -u admin:s3cr3t https://registry",
+        "dbPassword=s3cr3t",
+        '{"githubToken": "s3cr3t"}',
     ):
         assert any(rule.search(secret) for rule, _ in RULES.hinted), secret
         _hint_holds(secret)
@@ -205,3 +259,169 @@ def test_a_body_full_of_keywords_and_near_misses_is_clean():
     redactor = Redactor(RedactionConfig())
     assert not redactor.needs_scan(body, "protobuf")
     assert redactor.stats["requests_screened"] == 1
+
+
+# -- JSON in strings: the hint that decides whether a string is read as JSON ------------------
+
+SECRET_KEYS = [
+    "password",
+    "dbPassword",
+    "DB_PASSWORD",
+    "githubToken",
+    "x-api-key",
+    "SecretAccessKey",
+    "SessionToken",
+    "client_secret",
+    "pa\u017f\u017fword",
+    "to\u212aen",
+    "Authorization",
+    "set-cookie",
+    "connection_string",
+    "credentials",
+    "jwt",
+    "passphrase",
+]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(
+    key=st.sampled_from(SECRET_KEYS),
+    depth=st.integers(min_value=0, max_value=3),
+    spaces=st.sampled_from(["", " ", "\t", "\n  "]),
+)
+def test_every_json_string_with_a_secret_key_holds_the_json_key_hint(key, depth, spaces):
+    redactor = Redactor(RedactionConfig())
+    assert redactor._verdict(key)[0], key
+    # Letters as they are (a key spelled with \\u escapes is not looked for).
+    text = json.dumps({key: "v", "n": 1}, ensure_ascii=False).replace('":', '"' + spaces + ":")
+    for _ in range(depth):
+        text = json.dumps({"inner": text}, ensure_ascii=False)
+    assert RULES.json_key_hint.search(text.encode("utf-8")) is not None, text
+    assert RULES.any_hint.search(text.encode("utf-8")) is not None, text
+
+
+def test_json_inside_json_strings_is_redacted_at_every_depth():
+    from tests.secrets_corpus import PROBES
+
+    redactor = Redactor(RedactionConfig())
+    for probe in PROBES:
+        if probe.name.startswith("json-"):
+            record = _span({"tool.args": probe.text})
+            redactor.span(record)
+            out = record.attributes["tool.args"]
+            assert not any(secret in out for secret in probe.secrets), (probe.name, out)
+            json.loads(out)  # still JSON
+    assert redactor.stats["json_redacted"] >= 3
+
+
+# -- every field of a record --------------------------------------------------------------------
+
+
+def _span(attributes=None, **fields):
+    from processors.records import SpanEvent, SpanLink, SpanRecord
+
+    record = SpanRecord(
+        trace_id="1" * 32,
+        span_id="2" * 16,
+        parent_span_id="",
+        name="execute_tool kubectl",
+        start_ns=1,
+        end_ns=2,
+        attributes=dict(attributes or {}),
+        events=[SpanEvent(1, "retry", {"k": "v"})],
+        links=[SpanLink("3" * 32, "4" * 16, "", {"why": "follows"})],
+    )
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return record
+
+
+BEARER = "Bearer abcDEF0123456789xyz"
+
+
+def test_names_events_links_resource_bytes_and_argv_are_redacted():
+    from processors.records import SpanEvent, SpanLink
+    from tests.secrets_corpus import ARGV, ARGV_EQUALS, ARGV_EQUALS_SECRET, ARGV_SECRET
+
+    record = _span(
+        {
+            "dbPassword": "hunter2",
+            "githubToken": "t0k3n",
+            "x-api-key": "k3y",
+            "argv": list(ARGV),
+            "argv2": list(ARGV_EQUALS),
+            "payload": f"Authorization: {BEARER}".encode(),
+            "raw": b"\xff\xfe not text",
+        },
+        name=f"GET /orders {BEARER}",
+        status_message=f"401 for {BEARER}",
+        resource_attributes={"service.name": "shop", "vault.token": "s.abcdef", "k": BEARER},
+        events=[SpanEvent(1, f"header {BEARER}", {"auth": BEARER})],
+        links=[SpanLink("3" * 32, "4" * 16, "", {"header": BEARER, "sessionToken": "x1"})],
+    )
+    redactor = Redactor(RedactionConfig())
+    redactor.span(record)
+    dump = repr(record)
+    for secret in (
+        "hunter2",
+        "t0k3n",
+        "k3y",
+        ARGV_SECRET,
+        ARGV_EQUALS_SECRET,
+        "abcDEF0123",
+        "s.abc",
+    ):
+        assert secret not in dump, secret
+    assert record.attributes["argv"][3:5] == ["--password", "[REDACTED]"]
+    assert record.attributes["payload"] == b"Authorization: Bearer [REDACTED]"
+    assert record.attributes["raw"] == b"\xff\xfe not text"
+    assert record.name == "GET /orders Bearer [REDACTED]"
+    assert record.events[0].name == "header Bearer [REDACTED]"
+    assert record.links[0].attributes["sessionToken"] == "[REDACTED]"
+
+
+def test_log_body_severity_and_event_name_are_redacted():
+    from processors.records import LogRecord
+
+    record = LogRecord(
+        time_ns=1,
+        severity_text=f"ERROR {BEARER}",
+        body={"message": f"call failed with {BEARER}", "apiKey": "k3y"},
+        event_name=f"auth {BEARER}",
+        attributes={"cmd": ["psql", "--password", "pw1"]},
+    )
+    Redactor(RedactionConfig()).log(record)
+    dump = repr(record)
+    assert "abcDEF0123" not in dump and "k3y" not in dump and "pw1" not in dump, dump
+    assert record.severity_text == "ERROR Bearer [REDACTED]"
+
+
+def test_findings_and_signatures_are_redacted():
+    from tests.storedata import finding, signature
+
+    found = finding(1, 1, "FM-1.3", 5)
+    found.message = f"same call {BEARER}"
+    found.evidence = {"arguments": '{"password": "pw2"}', "raw": BEARER, "steps": ["a"]}
+    sig = signature(1, 5, {})
+    sig.service = f"svc {BEARER}"
+    redactor = Redactor(RedactionConfig())
+    redactor.finding(found)
+    redactor.signature(sig)
+    dump = repr(found) + repr(sig)
+    assert "abcDEF0123" not in dump and "pw2" not in dump, dump
+    assert found.evidence["steps"] == ["a"]
+
+
+def test_the_corpus_is_caught_and_near_misses_are_kept():
+    from tests.secrets_corpus import NEAR_MISSES, PROBES
+
+    redactor = Redactor(RedactionConfig())
+    for probe in PROBES:
+        out = redactor.text(probe.text)
+        assert not [s for s in probe.secrets if s in out], (probe.name, out)
+    for text in NEAR_MISSES:
+        assert redactor.text(text) == text
+        record = _span({"note": text, "tool.args": json.dumps({"q": text})})
+        before = repr(record)
+        redactor.span(record)
+        assert repr(record) == before, text

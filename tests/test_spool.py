@@ -121,3 +121,77 @@ def test_concurrent_requests_share_fsyncs(tmp_path):
     assert spool.stats.appends == 800
     assert spool.stats.fsyncs < 800
     spool.close()
+
+
+def _request(trace: int, spans: int, with_root: bool, now_ns: int) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    resource.resource.attributes.add(key="service.name").value.string_value = "spooled"
+    out = resource.scope_spans.add().spans
+    trace_id = trace.to_bytes(16, "big")
+    for i in range(spans):
+        span = out.add()
+        span.trace_id, span.span_id = trace_id, (trace * 100 + i + 1).to_bytes(8, "big")
+        span.name = f"step {i}"
+        # Children of span 1; without the root, span 1 itself has a parent never sent.
+        parent = 1 if i else (0 if with_root else 999)
+        if parent:
+            span.parent_span_id = (trace * 100 + parent).to_bytes(8, "big")
+        span.start_time_unix_nano = now_ns - 70_000_000_000 + i * 1_000_000
+        span.end_time_unix_nano = span.start_time_unix_nano + 500_000
+    return request.SerializeToString()
+
+
+def test_runs_left_open_by_a_crash_close_once_idle_and_their_segments_go(tmp_path):
+    """A run whose end never comes (its root was lost with its sender) holds its spool
+    segments until it is idle. Its idle time counts from when its requests arrived, not from
+    the restart: a start after a crash closes it once idle, and the spool it leaves does not
+    grow from restart to restart."""
+    import os
+    import time
+
+    from collector.config import load_config
+    from collector.service import Service
+    from collector.store import ChdbStore
+
+    config = load_config()
+    config.storage.data_dir = str(tmp_path / "data")
+    config.receivers.grpc.enabled = False
+    config.receivers.http.enabled = False
+    config.windows.idle_timeout_s = 30.0
+    spool = open_spool(config.spool_dir(), segment_bytes=1_000_000)
+    now_ns = time.time_ns()
+    spool.append(RecordKind.TRACES_PROTOBUF, _request(7, 3, with_root=False, now_ns=now_ns))
+    spool.append(RecordKind.TRACES_PROTOBUF, _request(8, 3, with_root=True, now_ns=now_ns))
+    spool.close()
+    # Written 70 s ago (the previous process died then): past the idle timeout already.
+    for segment in config.spool_dir().glob("*.wal"):
+        os.utime(segment, (time.time() - 70, time.time() - 70))
+
+    service = Service(config)
+    service.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if not list(config.spool_dir().glob("*.wal")):
+                break
+            time.sleep(0.1)
+        left = sorted(p.name for p in config.spool_dir().glob("*.wal"))
+        closed = dict(service.pipeline.windows.stats.runs_closed)
+    finally:
+        report = service.stop()
+    assert report.complete
+    assert not left, f"segments still held after the replay: {left}, runs closed {closed}"
+    assert closed.get("idle") == 1, closed
+    store = ChdbStore(config.storage.data_dir)
+    try:
+        rows = store.query(
+            "SELECT CloseReason AS r, Steps AS n FROM otel.mast_signatures FINAL ORDER BY r"
+        )
+    finally:
+        store.close()
+    assert [(row["r"], int(row["n"])) for row in rows] == [("idle", 3), ("root_ended", 3)]
