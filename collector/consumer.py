@@ -28,6 +28,11 @@ class Refused(Exception):
         self.retry_after_s = retry_after_s
 
 
+class BatchTooLarge(Exception):
+    """A batch larger than the pipeline can ever hold (more items than its whole queue): not
+    retryable, the sender has to send smaller batches."""
+
+
 @dataclass(frozen=True, slots=True)
 class RawRequest:
     """A request's body as received (decompressed), for the write-ahead spool: the pipeline

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from collector import __version__
 from collector.exporters.clickhouse import TABLES
+from collector.receivers.delivery import ReceiverStats
 from processors.conventions import FATAL_PRIOR
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ RECEIVER_ITEMS_REFUSED = f"{PREFIX}_receiver_refused"
 RECEIVER_ITEMS_REJECTED = f"{PREFIX}_receiver_rejected"
 RECEIVER_REQUESTS_REFUSED = f"{PREFIX}_receiver_requests_refused"
 RECEIVER_ERRORS = f"{PREFIX}_receiver_errors"
+RECEIVER_LIMIT_HITS = f"{PREFIX}_receiver_limit_hits"
 QUEUE_ITEMS = f"{PREFIX}_pipeline_queue_items"
 QUEUE_CAPACITY = f"{PREFIX}_pipeline_queue_capacity_items"
 PIPELINE_RECEIVED = f"{PREFIX}_pipeline_received"
@@ -68,6 +70,7 @@ COUNTERS = (
     RECEIVER_ITEMS_REJECTED,
     RECEIVER_REQUESTS_REFUSED,
     RECEIVER_ERRORS,
+    RECEIVER_LIMIT_HITS,
     PIPELINE_RECEIVED,
     PIPELINE_UNRECOGNISED,
     PIPELINE_EXPORT_ERRORS,
@@ -148,6 +151,12 @@ def _receiver_metrics(status: dict[str, Any]) -> Iterator[Metric]:
         "Requests that failed to decode or hit an internal error",
         labels=["transport", "kind"],
     )
+    limit_hits = CounterMetricFamily(
+        RECEIVER_LIMIT_HITS,
+        "Connections, calls and requests cut or refused because a receiver bound was hit "
+        "(the limit label names the counter in /healthz)",
+        labels=["transport", "limit"],
+    )
     for transport in ("grpc", "http"):
         stats = status.get(transport)
         if not stats:
@@ -163,7 +172,9 @@ def _receiver_metrics(status: dict[str, Any]) -> Iterator[Metric]:
         requests_refused.add_metric([transport], stats.get("requests_refused", 0))
         errors.add_metric([transport, "decode"], stats.get("decode_errors", 0))
         errors.add_metric([transport, "internal"], stats.get("internal_errors", 0))
-    yield from (requests, accepted, refused, rejected, requests_refused, errors)
+        for key in ReceiverStats.LIMIT_KEYS:
+            limit_hits.add_metric([transport, key], stats.get(key, 0))
+    yield from (requests, accepted, refused, rejected, requests_refused, errors, limit_hits)
 
 
 def _pipeline_metrics(status: dict[str, Any]) -> Iterator[Metric]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.config import Config
-from collector.consumer import Accepted, RawRequest, Refused
+from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused
 from collector.exporters.base import Exporter
 from collector.judge import JudgeStage, OpenAICompatibleJudge
 from collector.otlp.decode import (
@@ -365,6 +365,14 @@ class Pipeline:
         if not items:
             return
         size = len(raw.data) if raw is not None else 0
+        limit = self.config.pipeline.queue_max_items
+        if kind != "findings" and len(items) > limit:
+            # Even an empty queue could not hold it: taking it would pass the bound, and
+            # refusing it as retryable would have the sender retry it forever.
+            raise BatchTooLarge(
+                f"the request holds {len(items)} {kind}, more than the whole pipeline queue "
+                f"(pipeline.queue_max_items = {limit}): send smaller batches"
+            )
         with self._queue_lock:
             self._refuse_if_full(len(items), size)
             # Room is reserved before the (slow) write to disk, so the bounds hold.

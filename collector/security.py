@@ -15,11 +15,12 @@ import hmac
 import ipaddress
 import os
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import grpc
+import grpc.aio
 
 from collector.config import AuthConfig, ConfigError, TlsConfig
 
@@ -45,13 +46,18 @@ def load_token(config: AuthConfig, environ: Mapping[str, str] | None = None) -> 
 
 
 def bearer_matches(header: str | None, token: str) -> bool:
-    """Whether an Authorization header value carries `token` (constant-time comparison)."""
+    """Whether an Authorization header value carries `token` (constant-time comparison).
+
+    Accepted, exactly: the scheme `Bearer` in any case, one space, then the token, with
+    nothing around it but the spaces and tabs HTTP strips from every field value (RFC 9110
+    section 5.5), on both transports alike. Two spaces, another scheme or another token are
+    refused."""
     if not header:
         return False
-    scheme, _, value = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
+    scheme, sep, value = header.strip(" \t").partition(" ")
+    if not sep or scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(value.strip().encode("utf-8"), token.encode("utf-8"))
+    return hmac.compare_digest(value.encode("utf-8"), token.encode("utf-8"))
 
 
 def _read(path: str, key: str) -> bytes:
@@ -91,32 +97,37 @@ def grpc_server_credentials(tls: TlsConfig) -> grpc.ServerCredentials | None:
     )
 
 
-class BearerTokenInterceptor(grpc.ServerInterceptor):
+class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     """Refuses every RPC without the bearer token with UNAUTHENTICATED, before any handler
-    (and any decoding) runs."""
+    runs and before the request is even read: the refusal is a coroutine on the server's
+    event loop, so unauthenticated callers hold no worker thread, however many they are.
+
+    An `authorization` key sent more than once is refused (HTTP refuses a repeated
+    Authorization header the same way)."""
 
     def __init__(self, token: str, on_refused: Callable[[], None] = lambda: None) -> None:
         self._token = token
         self._on_refused = on_refused
-        self._deny = grpc.unary_unary_rpc_method_handler(self._abort)
+        self._deny = grpc.stream_unary_rpc_method_handler(self._abort)
 
-    def intercept_service(
+    async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        header = None
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
-                header = value if isinstance(value, str) else value.decode("latin-1")
-        if bearer_matches(header, self._token):
-            return continuation(handler_call_details)
+    ) -> grpc.RpcMethodHandler:
+        values = [
+            value if isinstance(value, str) else value.decode("latin-1")
+            for key, value in handler_call_details.invocation_metadata or ()
+            if key == "authorization"
+        ]
+        if len(values) == 1 and bearer_matches(values[0], self._token):
+            return await continuation(handler_call_details)
         self._on_refused()
         return self._deny
 
     @staticmethod
-    def _abort(request: Any, context: grpc.ServicerContext) -> None:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+    async def _abort(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
 
 
 def is_loopback(host: str) -> bool:

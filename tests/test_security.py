@@ -132,8 +132,12 @@ def test_token_sources_and_comparison(tmp_path):
     token_file.write_text("")
     with pytest.raises(ConfigError, match="is empty"):
         load_token(dataclasses.replace(auth, token_file=str(token_file)), environ={})
-    assert bearer_matches("Bearer abc", "abc") and bearer_matches("bearer  abc", "abc")
-    assert not bearer_matches("Basic abc", "abc") and not bearer_matches(None, "abc")
+    # Exactly: the scheme in any case, one space, the token; HTTP's own optional whitespace
+    # around the whole value is not part of it.
+    for accepted in ("Bearer abc", "bearer abc", "BEARER abc", " Bearer abc\t"):
+        assert bearer_matches(accepted, "abc"), accepted
+    for refused in ("bearer  abc", "Bearer abc x", "Bearer", "Bearer ", "Basic abc", "", None):
+        assert not bearer_matches(refused, "abc"), refused
 
 
 def test_health_can_stay_open_for_probes(tmp_path, monkeypatch):

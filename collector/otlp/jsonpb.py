@@ -53,9 +53,29 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 3] + "..."
 
 
+# OTLP's integers are 64-bit at most (20 digits with a sign); a longer one cannot be a value,
+# and converting it costs time quadratic in its length (Python refuses past 4,300 digits).
+_MAX_INT_DIGITS = 20
+
+
+class _IntTooLong(Exception):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise _IntTooLong(len(text.lstrip("-")))
+    return int(text)
+
+
 def _load_json(data: bytes | str) -> Any:
     try:
-        return json.loads(data)
+        return json.loads(data, parse_int=_parse_int)
+    except _IntTooLong as exc:
+        raise OtlpDecodeError(
+            f"malformed OTLP/JSON: an integer of {exc.args[0]} digits is out of range "
+            f"(OTLP integers are 64-bit, at most {_MAX_INT_DIGITS} digits)"
+        ) from None
     except json.JSONDecodeError as exc:
         raise OtlpDecodeError(
             f"malformed OTLP/JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"

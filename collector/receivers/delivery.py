@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -16,8 +18,24 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.consumer import Accepted, RawRequest, Refused, TelemetryConsumer
-from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, decode_logs, decode_spans
+from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused, TelemetryConsumer
+from collector.otlp.decode import (
+    DEFAULT_MAX_VALUE_DEPTH,
+    TRUNCATED_VALUE,
+    OtlpDecodeError,
+    decode_logs,
+    decode_spans,
+)
+from collector.receivers.limits import (
+    BYTE_COST,
+    OBJECT_COST,
+    MemoryBudget,
+    RequestCost,
+    TooLarge,
+    cut_deep_values,
+    needs_cut,
+    request_cost,
+)
 
 
 class ReceiverStats:
@@ -36,7 +54,23 @@ class ReceiverStats:
         "internal_errors",
         "requests_refused",
         "unauthenticated",
+        # Bounds hit (each a limit of its own; see the receivers' configuration).
+        "too_many_objects",
+        "too_many_items",
+        "memory_budget_full",
+        "rpcs_over_limit",
+        "receive_timeouts",
+        "connections_over_limit",
+        "connections_over_peer_limit",
+        "requests_over_limit",
+        "header_timeouts",
+        "body_timeouts",
+        "idle_timeouts",
+        "headers_too_large",
+        "gzip_members_over_limit",
     )
+    # Bounds hit, as above, for the self-metrics.
+    LIMIT_KEYS = KEYS[KEYS.index("too_many_objects") :]
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -82,6 +116,99 @@ def _merge(
     return ExportOutcome(rejected=result_rejected + accepted.rejected, message="; ".join(messages))
 
 
+class Rejection(Exception):
+    """A request refused by a receiver bound before it is decoded: `retryable` when it would
+    fit later (503 / UNAVAILABLE with a retry delay), not when it never can (413 /
+    INVALID_ARGUMENT)."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+def admit_by_size(size: int, max_objects: int, budget: MemoryBudget) -> RequestCost | None:
+    """The cost of a protobuf body of `size` bytes bounded by its size alone (every object
+    takes two bytes on the wire at least), taken from `budget` when it fits; None when the
+    bound passes `max_objects` or the budget, and the body's objects must be counted. The
+    common case (a sender's batch of a few hundred spans) fits, and is never walked."""
+    bound = size // 2 + 1
+    if bound > max_objects:
+        return None
+    worst = RequestCost(bound, bound * OBJECT_COST + size * BYTE_COST)
+    return worst if budget.try_take(worst.bytes) else None
+
+
+def admit(
+    body: bytes | bytearray,
+    signal: str,
+    encoding: str,
+    max_objects: int,
+    budget: MemoryBudget,
+    stats: ReceiverStats,
+) -> RequestCost:
+    """Count what `body` decodes into and take the memory it needs from `budget`, before any
+    decoding. Returns the cost, whose `bytes` were taken (give them back once the request is
+    handed over); raises `Rejection` (counted) when the request is too large ever to fit, or
+    does not fit now."""
+    if encoding == "protobuf":
+        worst = admit_by_size(len(body), max_objects, budget)
+        if worst is not None:
+            return worst
+    try:
+        cost = request_cost(body, signal, encoding, max_objects)
+    except TooLarge as exc:
+        stats.add("too_many_objects")
+        stats.add("requests_refused")
+        raise Rejection(str(exc), retryable=False) from exc
+    if cost.bytes > budget.total:
+        stats.add("too_many_objects")
+        stats.add("requests_refused")
+        raise Rejection(
+            f"decoding the request would take about {cost.bytes} bytes, more than the "
+            f"receivers' whole memory budget ({budget.total} bytes, "
+            "receivers.memory_budget_bytes): send smaller batches",
+            retryable=False,
+        )
+    if not budget.try_take(cost.bytes):
+        stats.add("memory_budget_full")
+        stats.add("requests_refused")
+        raise Rejection(
+            "the receivers' memory budget is taken by requests in progress "
+            "(receivers.memory_budget_bytes): retry later",
+            retryable=True,
+        )
+    return cost
+
+
+Parsed = TypeVar("Parsed")
+
+
+def parse_protobuf(
+    data: bytes,
+    cost: RequestCost,
+    signal: str,
+    max_value_depth: int,
+    parse: Callable[[bytes], Parsed],
+) -> tuple[Parsed, bytes]:
+    """Parse a protobuf body, with values nested past `max_value_depth` or past what the
+    parser takes cut to the truncation marker first, so the rest of the request is kept
+    instead of refused. Returns the request and the body it was parsed from (the one to
+    spool). The cut is made when the body's walk saw deep nesting, or when the parser
+    refused a body that was not walked and cutting changes it."""
+    if needs_cut(cost, max_value_depth):
+        data = cut_deep_values(data, signal, max_value_depth, TRUNCATED_VALUE)
+        return parse(data), data
+    try:
+        return parse(data), data
+    except OtlpDecodeError:
+        cut = cut_deep_values(data, signal, max_value_depth, TRUNCATED_VALUE)
+        if cut is data:
+            raise
+        return parse(cut), cut
+
+
 def check_room(consumer: TelemetryConsumer, request_bytes: int, stats: ReceiverStats) -> None:
     """Ask a consumer that can tell (the pipeline's `check_room`) whether it has room, before
     spending anything on parsing: under overload a refusal then costs next to nothing.
@@ -116,6 +243,10 @@ def deliver_spans(
     else:
         try:
             accepted = consumer.consume_spans(result.records, raw)
+        except BatchTooLarge as exc:
+            stats.add("too_many_items")
+            stats.add("requests_refused")
+            raise Rejection(str(exc), retryable=False) from exc
         except Refused:
             stats.add("requests_refused")
             stats.add("spans_refused", len(result.records) + result.rejected)
@@ -142,6 +273,10 @@ def deliver_logs(
     else:
         try:
             accepted = consumer.consume_logs(result.records, raw)
+        except BatchTooLarge as exc:
+            stats.add("too_many_items")
+            stats.add("requests_refused")
+            raise Rejection(str(exc), retryable=False) from exc
         except Refused:
             stats.add("requests_refused")
             stats.add("logs_refused", len(result.records))

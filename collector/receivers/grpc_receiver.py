@@ -9,19 +9,29 @@ Status mapping follows the OTLP specification: full success → empty response; 
 dropped → `partial_success`; pipeline full (`Refused`) → UNAVAILABLE with a
 `google.rpc.RetryInfo` in the status details; undecodable payload → INVALID_ARGUMENT.
 gzip request compression is handled by grpcio itself.
+
+The server is grpcio's asyncio server, on an event loop of its own thread: an RPC waiting for
+its request (a slow or stalled sender) is a coroutine, not a thread, and must have received its
+whole request within `receive_timeout_s`. Only a received request, its objects counted and its
+memory taken from the receivers' budget (see `limits`), goes to one of `max_workers` threads
+to be decoded and handed over. RPCs in progress at once, streams per connection, metadata
+size, idle and old connections are all bounded, and each bound hit is counted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent import futures
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
+import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
@@ -38,15 +48,25 @@ from collector.otlp.decode import (
 from collector.receivers.delivery import (
     ExportOutcome,
     ReceiverStats,
+    Rejection,
+    admit,
+    admit_by_size,
     check_room,
     deliver_logs,
     deliver_spans,
     logs_response,
+    parse_protobuf,
     trace_response,
 )
+from collector.receivers.limits import MemoryBudget, RequestCost
 from collector.security import BearerTokenInterceptor
 
-__all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcReceiver", "retry_trailing_metadata"]
+__all__ = [
+    "DEFAULT_GRPC_MAX_MESSAGE_BYTES",
+    "GrpcLimits",
+    "GrpcReceiver",
+    "retry_trailing_metadata",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +76,42 @@ _TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].f
 _LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 
 Req = TypeVar("Req", bound=Message)
+
+
+@dataclass(frozen=True)
+class GrpcLimits:
+    """What one peer or many may make the gRPC receiver hold (see GrpcReceiverConfig)."""
+
+    max_concurrent_rpcs: int = 64
+    max_concurrent_streams: int = 16
+    receive_timeout_s: float = 10.0
+    max_metadata_bytes: int = 16 * 1024
+    keepalive_time_s: float = 60.0
+    keepalive_timeout_s: float = 20.0
+    max_connection_idle_s: float = 300.0
+    max_connection_age_s: float = 3600.0
+    max_connection_age_grace_s: float = 30.0
+    max_request_objects: int = 1_000_000
+
+    def channel_options(self, max_message_bytes: int) -> list[tuple[str, int]]:
+        def ms(seconds: float) -> int:
+            return max(1, round(seconds * 1000))
+
+        return [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_concurrent_streams", self.max_concurrent_streams),
+            ("grpc.max_metadata_size", self.max_metadata_bytes),
+            ("grpc.keepalive_time_ms", ms(self.keepalive_time_s)),
+            ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout_s)),
+            ("grpc.max_connection_idle_ms", ms(self.max_connection_idle_s)),
+            ("grpc.max_connection_age_ms", ms(self.max_connection_age_s)),
+            ("grpc.max_connection_age_grace_ms", ms(self.max_connection_age_grace_s)),
+            # Senders may ping to keep a quiet connection open (no faster than every 10 s).
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            # Without this grpcio lets a second process bind the same port silently.
+            ("grpc.so_reuseport", 0),
+        ]
 
 
 def _grpc_target(endpoint: str) -> str:
@@ -85,12 +141,25 @@ def retry_trailing_metadata(message: str, retry_after_s: float) -> tuple[tuple[s
     )
 
 
+class _Abort(Exception):
+    """Ends an RPC with `code` (raised on a worker thread, turned into an abort on the loop)."""
+
+    def __init__(
+        self, code: grpc.StatusCode, message: str, trailing: Sequence[tuple[str, bytes]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.trailing = tuple(trailing)
+
+
 class GrpcReceiver:
     """An OTLP/gRPC server feeding a `TelemetryConsumer`.
 
-    The consumer is called on the server's worker threads (`max_workers` of them), so it must
+    The consumer is called on the receiver's worker threads (`max_workers` of them), so it must
     be thread-safe. `max_message_bytes` bounds the (decompressed) request size; larger
-    requests get RESOURCE_EXHAUSTED from grpcio before any decoding happens.
+    requests get RESOURCE_EXHAUSTED from grpcio before any decoding happens. `budget` is the
+    memory budget shared with the HTTP receiver (one of its own when not given).
     """
 
     def __init__(
@@ -103,6 +172,8 @@ class GrpcReceiver:
         max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
         credentials: grpc.ServerCredentials | None = None,
         auth_token: str | None = None,
+        limits: GrpcLimits | None = None,
+        budget: MemoryBudget | None = None,
     ) -> None:
         if max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
@@ -115,11 +186,18 @@ class GrpcReceiver:
         self._max_value_depth = max_value_depth
         self._credentials = credentials
         self._auth_token = auth_token
+        self._limits = limits or GrpcLimits()
+        self._budget = budget or MemoryBudget(1024 * 1024 * 1024)
         self._stats = ReceiverStats()
         self._lock = threading.Lock()
-        self._server: grpc.Server | None = None
+        self._server: grpc.aio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._executor: futures.ThreadPoolExecutor | None = None
+        self._large_executor: futures.ThreadPoolExecutor | None = None
         self._port = 0
+        # RPCs in progress; touched on the event loop's thread only.
+        self._active = 0
 
     @property
     def port(self) -> int:
@@ -131,7 +209,9 @@ class GrpcReceiver:
     @property
     def stats(self) -> dict[str, int]:
         """A snapshot of the request and item counters."""
-        return self._stats.snapshot()
+        snapshot = self._stats.snapshot()
+        snapshot["rpcs_in_progress"] = self._active
+        return snapshot
 
     @property
     def cpu_seconds(self) -> float:
@@ -143,151 +223,263 @@ class GrpcReceiver:
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("GrpcReceiver already started")
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="otlp-grpc", daemon=True)
+            thread.start()
             executor = futures.ThreadPoolExecutor(
                 max_workers=self._max_workers, thread_name_prefix="otlp-grpc"
             )
-            interceptors = (
-                [
-                    BearerTokenInterceptor(
-                        self._auth_token, lambda: self._stats.add("unauthenticated")
-                    )
-                ]
-                if self._auth_token
-                else []
+            large_executor = futures.ThreadPoolExecutor(
+                max_workers=self._max_workers, thread_name_prefix="otlp-grpc-large"
             )
-            server = grpc.server(
-                executor,
-                interceptors=interceptors,
-                options=[
-                    ("grpc.max_receive_message_length", self._max_message_bytes),
-                    # Without this grpcio lets a second process bind the same port silently.
-                    ("grpc.so_reuseport", 0),
-                ],
-            )
-            server.add_generic_rpc_handlers(
-                (
-                    grpc.method_handlers_generic_handler(
-                        _TRACE_SERVICE,
-                        {"Export": self._handler(self._export_traces)},
-                    ),
-                    grpc.method_handlers_generic_handler(
-                        _LOGS_SERVICE,
-                        {"Export": self._handler(self._export_logs)},
-                    ),
-                )
-            )
-            target = _grpc_target(self._endpoint)
             try:
-                if self._credentials is not None:
-                    port = server.add_secure_port(target, self._credentials)
-                else:
-                    port = server.add_insecure_port(target)
-            except RuntimeError as exc:
+                server, port = asyncio.run_coroutine_threadsafe(self._serve(), loop).result(30)
+            except BaseException:
                 executor.shutdown(wait=False)
-                raise RuntimeError(f"cannot bind OTLP/gRPC receiver to {target}: {exc}") from exc
-            if port == 0:  # older grpcio reports failure this way instead of raising
-                executor.shutdown(wait=False)
-                raise RuntimeError(f"cannot bind OTLP/gRPC receiver to {target}")
-            server.start()
+                large_executor.shutdown(wait=False)
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(timeout=5)
+                loop.close()
+                raise
             self._server = server
+            self._loop = loop
+            self._thread = thread
             self._executor = executor
+            self._large_executor = large_executor
             self._port = port
             log.info(
                 "OTLP/gRPC receiver listening on %s (port %d%s%s)",
-                target,
+                _grpc_target(self._endpoint),
                 port,
                 ", TLS" if self._credentials is not None else "",
                 ", bearer token required" if self._auth_token else "",
             )
 
+    async def _serve(self) -> tuple[grpc.aio.Server, int]:
+        interceptors = (
+            [BearerTokenInterceptor(self._auth_token, lambda: self._stats.add("unauthenticated"))]
+            if self._auth_token
+            else []
+        )
+        limits = self._limits
+        server = grpc.aio.server(
+            interceptors=interceptors,
+            options=limits.channel_options(self._max_message_bytes),
+            # A backstop behind the receiver's own, counted, limit (`_export`).
+            maximum_concurrent_rpcs=2 * limits.max_concurrent_rpcs + 16,
+        )
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    _TRACE_SERVICE, {"Export": self._handler(self._export_traces)}
+                ),
+                grpc.method_handlers_generic_handler(
+                    _LOGS_SERVICE, {"Export": self._handler(self._export_logs)}
+                ),
+            )
+        )
+        target = _grpc_target(self._endpoint)
+        try:
+            if self._credentials is not None:
+                port = server.add_secure_port(target, self._credentials)
+            else:
+                port = server.add_insecure_port(target)
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot bind OTLP/gRPC receiver to {target}: {exc}") from exc
+        if port == 0:  # older grpcio reports failure this way instead of raising
+            raise RuntimeError(f"cannot bind OTLP/gRPC receiver to {target}")
+        await server.start()
+        return server, port
+
     def shutdown(self, grace_s: float = 5.0) -> None:
         """Stop accepting RPCs and give in-flight ones up to `grace_s` seconds to finish."""
         with self._lock:
-            server, executor = self._server, self._executor
+            server, loop, thread = self._server, self._loop, self._thread
+            executors = (self._executor, self._large_executor)
             self._server = None
+            self._loop = None
+            self._thread = None
             self._executor = None
-        if server is None:
+            self._large_executor = None
+        if server is None or loop is None:
             return
-        server.stop(grace_s).wait()
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+        try:
+            asyncio.run_coroutine_threadsafe(server.stop(grace_s), loop).result(grace_s + 10)
+        finally:
+            for executor in executors:
+                if executor is not None:
+                    executor.shutdown(wait=False, cancel_futures=True)
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout=5)
+            if not loop.is_running():
+                loop.close()
 
     @staticmethod
-    def _handler(
-        behavior: Callable[[bytes, grpc.ServicerContext], Message],
-    ) -> grpc.RpcMethodHandler:
-        # request_deserializer=None hands the raw bytes to `behavior`.
-        return grpc.unary_unary_rpc_method_handler(
+    def _handler(behavior: Callable[..., Any]) -> grpc.RpcMethodHandler:
+        # Registered as client-streaming (the wire is the same for a unary call) so the
+        # request is read under the receiver's own deadline; request_deserializer=None hands
+        # the raw bytes over.
+        return grpc.stream_unary_rpc_method_handler(
             behavior,
             request_deserializer=None,
             response_serializer=lambda message: message.SerializeToString(),
         )
 
-    def _export(
+    async def _receive(self, requests: AsyncIterator[bytes]) -> bytes:
+        """The one request message of a unary call."""
+        received: bytes | None = None
+        async for message in requests:
+            if received is not None:
+                raise _Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, "Export takes exactly one request message"
+                )
+            received = message
+        if received is None:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message received")
+        return received
+
+    async def _export(
+        self,
+        requests: AsyncIterator[bytes],
+        context: grpc.aio.ServicerContext,
+        work: Callable[[bytes, RequestCost | None], Message],
+    ) -> Message:
+        limits = self._limits
+        if self._active >= limits.max_concurrent_rpcs:
+            self._stats.add("rpcs_over_limit")
+            message = (
+                f"too many export RPCs in progress ({limits.max_concurrent_rpcs}, "
+                "receivers.grpc.max_concurrent_rpcs)"
+            )
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                message,
+                trailing_metadata=retry_trailing_metadata(message, 1.0),
+            )
+        self._active += 1
+        try:
+            try:
+                data = await asyncio.wait_for(
+                    self._receive(requests), timeout=limits.receive_timeout_s
+                )
+                loop = asyncio.get_running_loop()
+                # A request whose size bounds its cost within the budget goes straight to the
+                # workers; one that must be counted first (large, or the budget is short)
+                # is handled by threads of its own, so large requests cannot hold up small
+                # ones.
+                cost = admit_by_size(len(data), limits.max_request_objects, self._budget)
+                pool = self._executor if cost is not None else self._large_executor
+                return await loop.run_in_executor(pool, work, data, cost)
+            except TimeoutError:
+                self._stats.add("receive_timeouts")
+                failure = _Abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"the request was not received within {limits.receive_timeout_s:g} s "
+                    "(receivers.grpc.receive_timeout_s)",
+                )
+            except _Abort as exc:
+                failure = exc
+            await context.abort(failure.code, failure.message, trailing_metadata=failure.trailing)
+            raise AssertionError("unreachable: abort raises")  # pragma: no cover
+        finally:
+            self._active -= 1
+
+    def _work(
         self,
         data: bytes,
-        context: grpc.ServicerContext,
+        signal: str,
         parse: Callable[[bytes], Req],
-        deliver: Callable[[Req], ExportOutcome],
+        deliver: Callable[[Req, bytes], ExportOutcome],
+        cost: RequestCost | None,
     ) -> ExportOutcome:
-        code: grpc.StatusCode | None = None
-        message = ""
-        trailing: Sequence[tuple[str, bytes]] = ()
-        outcome = ExportOutcome()
+        """On a worker thread: count and budget (unless `cost` was taken already), parse,
+        decode and hand over one request."""
+        started = time.thread_time()
+        taken = cost.bytes if cost is not None else 0
         try:
             check_room(self._consumer, len(data), self._stats)
-            started = time.thread_time()
-            try:
-                outcome = deliver(parse(data))
-            finally:
-                self._stats.add_cpu(time.thread_time() - started)
+            if cost is None:
+                cost = admit(
+                    data,
+                    signal,
+                    "protobuf",
+                    self._limits.max_request_objects,
+                    self._budget,
+                    self._stats,
+                )
+                taken = cost.bytes
+            request, data = parse_protobuf(data, cost, signal, self._max_value_depth, parse)
+            return deliver(request, data)
+        except Rejection as exc:
+            raise _Abort(
+                grpc.StatusCode.UNAVAILABLE if exc.retryable else grpc.StatusCode.INVALID_ARGUMENT,
+                exc.message,
+                retry_trailing_metadata(exc.message, exc.retry_after_s) if exc.retryable else (),
+            ) from exc
         except OtlpDecodeError as exc:
             self._stats.add("decode_errors")
-            code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         except Refused as exc:
-            code, message = grpc.StatusCode.UNAVAILABLE, str(exc) or "pipeline is full"
-            trailing = retry_trailing_metadata(message, exc.retry_after_s)
-        except Exception:
+            message = str(exc) or "pipeline is full"
+            raise _Abort(
+                grpc.StatusCode.UNAVAILABLE,
+                message,
+                retry_trailing_metadata(message, exc.retry_after_s),
+            ) from exc
+        except Exception as exc:
             log.exception("OTLP/gRPC export failed")
             self._stats.add("internal_errors")
-            code, message = grpc.StatusCode.INTERNAL, "internal error while handling the export"
-        if code is not None:
-            # abort() raises, so it must stay outside the try above.
-            if trailing:
-                context.set_trailing_metadata(trailing)
-            context.abort(code, message)
-        return outcome
+            raise _Abort(
+                grpc.StatusCode.INTERNAL, "internal error while handling the export"
+            ) from exc
+        finally:
+            if taken:
+                self._budget.give_back(taken)
+            self._stats.add_cpu(time.thread_time() - started)
 
-    def _export_traces(
-        self, data: bytes, context: grpc.ServicerContext
+    def _trace_work(
+        self, data: bytes, cost: RequestCost | None
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        outcome = self._export(
+        outcome = self._work(
             data,
-            context,
+            "traces",
             parse_trace_request,
-            lambda request: deliver_spans(
+            lambda request, body: deliver_spans(
                 self._consumer,
                 request,
                 self._stats,
                 max_value_depth=self._max_value_depth,
-                raw=RawRequest("traces", "protobuf", data),
+                raw=RawRequest("traces", "protobuf", body),
             ),
+            cost,
         )
         return trace_response(outcome)
 
-    def _export_logs(
-        self, data: bytes, context: grpc.ServicerContext
+    def _logs_work(
+        self, data: bytes, cost: RequestCost | None
     ) -> logs_service_pb2.ExportLogsServiceResponse:
-        outcome = self._export(
+        outcome = self._work(
             data,
-            context,
+            "logs",
             parse_logs_request,
-            lambda request: deliver_logs(
+            lambda request, body: deliver_logs(
                 self._consumer,
                 request,
                 self._stats,
                 max_value_depth=self._max_value_depth,
-                raw=RawRequest("logs", "protobuf", data),
+                raw=RawRequest("logs", "protobuf", body),
             ),
+            cost,
         )
         return logs_response(outcome)
+
+    async def _export_traces(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> Message:
+        return await self._export(requests, context, self._trace_work)
+
+    async def _export_logs(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> Message:
+        return await self._export(requests, context, self._logs_work)
