@@ -83,6 +83,9 @@ class PoolConfig:
     restart_window_s: float = 60.0
     stop_timeout_s: float = 30.0
     start_method: Literal["spawn", "forkserver"] = "spawn"
+    # With forkserver: modules the fork server imports once, so a (re)started worker is a
+    # fork of a process that has them already.
+    preload: tuple[str, ...] = ()
     retry_after_s: float = 1.0
 
     def validate(self) -> None:
@@ -207,6 +210,8 @@ class WorkerPool:
             if config.start_method == "forkserver"
             else multiprocessing.get_context("spawn")
         )
+        if config.preload and isinstance(self._context, ForkServerContext):
+            self._context.set_forkserver_preload(list(config.preload))
         self._lock = threading.Lock()
         self._seq = 0
         self._workers: list[_Worker] = []
