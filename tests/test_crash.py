@@ -63,7 +63,9 @@ def worker_pids(collector: CollectorProcess) -> list[int]:
 def kill_and_check(tmp_path: Path, workers: int, *, kill_workers: bool) -> None:
     rng = random.Random(20240601 + workers + kill_workers)
     config_path = tmp_path / "mast.yaml"
-    config_path.write_text(CONFIG + f"pipeline:\n  workers: {workers}\n")
+    config_path.write_text(
+        CONFIG + f"pipeline:\n  workers: {workers}\n  worker_max_restarts: {KILLS + 1}\n"
+    )
     collector = CollectorProcess(config_path, tmp_path / "data", free_port(), free_port())
     collector.start()
     recorders, providers, senders = [], [], []
@@ -183,14 +185,18 @@ storage:
 """
 
 
-def test_sigterm_right_after_a_restart_stores_everything_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 3])
+def test_sigterm_right_after_a_restart_stores_everything_acknowledged(
+    tmp_path: Path, workers: int
+) -> None:
     """kill -9 a few times under load, then SIGTERM the collector as soon as it answers after
     its last restart (while it replays what the kills left, with the senders still sending):
-    the clean stop alone, with no later start, stores every acknowledged span."""
+    the clean stop alone, with no later start, stores every acknowledged span (every worker
+    drains)."""
     started = time.monotonic()
     rng = random.Random(20240602)
     config_path = tmp_path / "mast.yaml"
-    config_path.write_text(TERM_CONFIG)
+    config_path.write_text(TERM_CONFIG + f"pipeline:\n  workers: {workers}\n")
     collector = CollectorProcess(config_path, tmp_path / "data", free_port(), free_port())
     collector.start()
     recorders, providers, senders = [], [], []
