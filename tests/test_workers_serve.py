@@ -9,6 +9,8 @@ span is stored once. A request refused for back-pressure is sent again, as an SD
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +23,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector.config import load_config, on_free_loopback_ports
+from collector.service import Service
 from collector.store import ChdbStore
 from tests.benchmarks.fleet import build_fleet
 from tests.load import CollectorProcess, free_port, wait_until_idle
@@ -185,3 +189,97 @@ def test_three_workers_store_the_same_findings_and_signatures_as_one(tmp_path: P
     routing = three["health"]["workers"]["routing"]
     assert routing["requests_routed"] == len(items)
     assert len(three["health"]["workers"]["workers"]) == 3
+
+
+class GatedStore:
+    """The embedded store behind a gate: inserts wait while it is closed (a store that has
+    fallen behind). Its owner is the receiving process, so the gate holds every worker."""
+
+    def __init__(self, store: ChdbStore) -> None:
+        self.store = store
+        self.database = store.database
+        self.cluster = store.cluster
+        self.open = threading.Event()
+        self.open.set()
+
+    def execute(self, sql: str) -> None:
+        self.store.execute(sql)
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        return self.store.query(sql)
+
+    def insert_arrow(self, table: str, data: Any, dedup_token: str = "") -> None:
+        assert self.open.wait(60)
+        self.store.insert_arrow(table, data, dedup_token)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def test_a_worker_behind_makes_receivers_refuse_then_take_again(tmp_path: Path) -> None:
+    config = on_free_loopback_ports(load_config(), tmp_path / "data")
+    config = dataclasses.replace(
+        config,
+        pipeline=dataclasses.replace(
+            config.pipeline, workers=2, worker_queue_max_requests=2, queue_max_items=1_000
+        ),
+        storage=dataclasses.replace(
+            config.storage, max_buffered_rows=50, batch_max_rows=20, flush_interval_s=0.1
+        ),
+    )
+    store = GatedStore(ChdbStore(config.storage.data_dir, config.storage.database))
+    service = Service(config, store=store)
+    service.start()
+    accepted: list[int] = []
+    refused = 0
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            store.open.clear()
+            for trace in range(1, 200):
+                try:
+                    stub.Export(spans_of(trace, 30), timeout=10)
+                    accepted.append(trace)
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc
+                    assert "behind" in (exc.details() or "")
+                    refused += 1
+                    break
+            # Bounded: the store's buffer, two batches in each pipeline, two requests waiting.
+            assert refused == 1 and len(accepted) < 60
+            assert service.grpc is not None
+            assert service.grpc.stats["requests_refused"] >= 1
+            store.open.set()
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    stub.Export(spans_of(1_000, 30), timeout=10)
+                    accepted.append(1_000)
+                    break
+                except grpc.RpcError:
+                    assert time.monotonic() < deadline, "never taken again"
+                    time.sleep(0.2)
+    finally:
+        store.open.set()
+        report = service.stop()
+    assert report.complete, report.describe()
+    check = ChdbStore(config.storage.data_dir, config.storage.database)
+    try:
+        rows = check.query("SELECT TraceId AS t, count() AS n FROM otel.otel_traces GROUP BY t")
+    finally:
+        check.close()
+    assert {int(r["t"], 16): int(r["n"]) for r in rows} == dict.fromkeys(accepted, 30)
+
+
+def spans_of(trace: int, n: int) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for i in range(n):
+        span = spans.add()
+        span.trace_id = trace.to_bytes(16, "big")
+        span.span_id = (i + 1).to_bytes(8, "big")
+        span.parent_span_id = (99).to_bytes(8, "big")
+        span.name = "step"
+        span.start_time_unix_nano = 1_700_000_000_000_000_000 + i
+        span.end_time_unix_nano = span.start_time_unix_nano + 1
+    return request
