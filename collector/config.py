@@ -175,13 +175,16 @@ class PipelineConfig:
     # one worker); the receiving process routes, spools and stores. 1 keeps everything in one
     # process; 0 means one per core.
     workers: int = 1
-    # Requests (and their bytes) handed to a worker and not yet taken by it: past either,
-    # for any worker, receivers refuse with OTLP's retryable status.
+    # Requests handed to a worker and not yet taken by it: past this, for any worker,
+    # receivers refuse with OTLP's retryable status.
     worker_queue_max_requests: int = 16
+    # The same bound in request bytes (held by the receiving process until the worker takes
+    # them).
     worker_queue_max_bytes: int = 32 * 1024 * 1024
-    # A worker that dies more often than this within the window is not started again (its
-    # runs' requests are refused, retryably, until the collector is restarted).
+    # A worker that dies more often than this within `worker_restart_window_s` is not started
+    # again (its runs' requests are refused, retryably, until the collector is restarted).
     worker_max_restarts: int = 5
+    # The window, in seconds, over which a worker's deaths are counted.
     worker_restart_window_s: float = 60.0
     # How long a stop waits for the workers to drain before terminating them.
     worker_stop_timeout_s: float = 60.0
