@@ -119,6 +119,8 @@ class PipelineStats:
     # Ticks spent not taking batches because the store is behind.
     backpressure_ticks: int = 0
     replayed_requests: int = 0
+    # Replayed spans already stored whose run is closed: skipped.
+    replay_skipped: int = 0
     replay_decode_errors: int = 0
     outcomes_updated: int = 0
     findings_refused: int = 0
@@ -679,7 +681,13 @@ class Pipeline:
         export: list[SpanRecord] = []
         checks: list[bool] = []
         redact = normalize = detect = 0.0
+        windows = self.windows
         for record in spans:
+            if stored and windows.is_closed(record.trace_id):
+                # Replayed, its rows stored and its run closed and stored: nothing to do. Most
+                # of what a restart replays is this (spool files kept by a few open runs).
+                self.stats.replay_skipped += 1
+                continue
             try:
                 started = _cpu()
                 self.limits.span(record)

@@ -12,6 +12,7 @@ Pure logic on records: the pipeline calls `RecordLimits.span`/`log` on each reco
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -21,6 +22,9 @@ from processors.records import Attributes, AttrValue, LogRecord, SpanRecord
 # ClickHouse DateTime64(9) and Arrow's timestamp("ns") are signed 64-bit nanoseconds.
 MAX_TIMESTAMP_NS = 2**63 - 1
 TRUNCATION_MARKER = "…[truncated {n} bytes]"
+# A cut moves back to the last whitespace within this many characters, if there is one.
+_WORD_BACKOFF = 512
+_LAST_WORD = re.compile(r"\s\S+\Z")
 
 
 @dataclass
@@ -65,6 +69,12 @@ def truncate_text(value: str, limit: int) -> tuple[str, int]:
     marker_room = len(TRUNCATION_MARKER.format(n=len(encoded)).encode("utf-8"))
     keep = max(0, limit - marker_room)
     kept = encoded[:keep].decode("utf-8", "ignore")
+    # Not inside a word when a space is near: a token, key or password the limit falls in goes
+    # whole instead of leaving its start, too short for any redaction rule to recognise, in
+    # the store (redaction runs on what the limits keep).
+    word = _LAST_WORD.search(kept, max(0, len(kept) - _WORD_BACKOFF))
+    if word is not None:
+        kept = kept[: word.start() + 1]
     cut = len(encoded) - len(kept.encode("utf-8", "surrogatepass"))
     return kept + TRUNCATION_MARKER.format(n=cut), cut
 

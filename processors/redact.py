@@ -377,6 +377,13 @@ class Redactor:
         maps = [record.attributes, record.resource_attributes]
         maps.extend(event.attributes for event in record.events)
         maps.extend(link.attributes for link in record.links)
+        rules = self.rules
+        if not scan and not rules.unhinted and not rules.json_always:
+            # Nearly every span: its request holds no hint, so keys (and arrays) only.
+            self._rules, self._json, self._scan = [], False, False
+            for attributes in maps:
+                self._attributes(attributes)
+            return
         names: list[AttrValue] = [
             record.name,
             record.status_message,

@@ -248,4 +248,7 @@ def test_sigterm_right_after_a_restart_stores_everything_acknowledged(
     missing = acked - stored
     assert not missing, f"{len(missing)} acknowledged spans not stored, e.g. {sorted(missing)[:3]}"
     assert "stopped; everything accepted is stored" in last_log
+    # And nothing is left to replay at the next start.
+    assert (collector.data_dir / "spool").is_dir()
+    assert not list((collector.data_dir / "spool").glob("*.wal"))
     assert time.monotonic() - started < TERM_TEST_S + 10

@@ -425,3 +425,20 @@ def test_the_corpus_is_caught_and_near_misses_are_kept():
         before = repr(record)
         redactor.span(record)
         assert repr(record) == before, text
+
+
+def test_a_secret_the_value_limit_falls_in_goes_whole():
+    """The limits cut long values before redaction reads them: a cut inside a token would
+    leave its start, too short for its rule, in the store. The cut moves back to a space."""
+    from processors.limits import LimitsConfig, RecordLimits
+
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMtYWdlbnQifQ.c2lnbmF0dXJlLWZvci10ZXN0cw"
+    for filler in range(900, 1060, 7):
+        text = "log line " * (filler // 9) + f"token {jwt} end of the line " + "z " * 200
+        record = _span({"tool.result": text})
+        RecordLimits(LimitsConfig(max_attribute_value_bytes=1024)).span(record)
+        Redactor(RedactionConfig()).span(record)
+        stored = record.attributes["tool.result"]
+        assert len(stored.encode()) <= 1024
+        assert "eyJhbGciOiJIUzI1NiJ9.eyJzdWIi" not in stored, stored[-120:]
+        assert not any(jwt[:n] in stored for n in range(8, len(jwt))), stored[-120:]

@@ -5,6 +5,7 @@ journals are read back (a torn journal line is ignored), and the bound refuses."
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -152,7 +153,6 @@ def test_runs_left_open_by_a_crash_close_once_idle_and_their_segments_go(tmp_pat
     the restart: a start after a crash closes it once idle, and the spool it leaves does not
     grow from restart to restart."""
     import os
-    import time
 
     from collector.config import load_config
     from collector.service import Service
@@ -195,3 +195,45 @@ def test_runs_left_open_by_a_crash_close_once_idle_and_their_segments_go(tmp_pat
     finally:
         store.close()
     assert [(row["r"], int(row["n"])) for row in rows] == [("idle", 3), ("root_ended", 3)]
+
+
+def test_replayed_requests_of_closed_runs_already_stored_are_skipped(tmp_path):
+    """What keeps spool files is usually a few open runs; the rest of what a restart replays
+    is stored and closed (the journals say so) and costs nothing more than reading it."""
+    from collector.config import load_config
+    from collector.service import Service
+
+    config = load_config()
+    config.storage.data_dir = str(tmp_path / "data")
+    config.receivers.grpc.enabled = False
+    config.receivers.http.enabled = False
+    spool = open_spool(config.spool_dir(), segment_bytes=1_000_000)
+    now_ns = time.time_ns()
+    entries = [
+        spool.append(RecordKind.TRACES_PROTOBUF, _request(trace, 4, True, now_ns))
+        for trace in (11, 12, 13)
+    ]
+    # 11 and 12 stored and closed; 13 stored, its run still open when the process died.
+    spool.journal(
+        {
+            entries[0].segment: [
+                *(f"S {e.seq}" for e in entries),
+                f"C {(11).to_bytes(16, 'big').hex()}",
+                f"C {(12).to_bytes(16, 'big').hex()}",
+            ]
+        }
+    )
+    spool.close()
+
+    service = Service(config)
+    service.start()
+    try:
+        deadline = time.monotonic() + 20
+        while service.pipeline.stats.replayed_requests < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = service.pipeline.stats
+        assert stats.replayed_requests == 3
+        assert stats.replay_skipped == 8
+        assert service.pipeline.windows.stats.steps_received == 4  # run 13, rebuilt
+    finally:
+        service.stop()
