@@ -64,6 +64,13 @@ class GrpcReceiverConfig:
     # Past it a call is refused with UNAVAILABLE and a retry delay (counted as
     # rpcs_over_limit).
     max_concurrent_rpcs: int = 64
+    # Export calls in progress at once from one IP address; past it a call is refused with
+    # UNAVAILABLE and a retry delay (counted as rpcs_over_peer_limit). Below
+    # max_concurrent_rpcs, so one peer holding calls open cannot take every slot.
+    max_concurrent_rpcs_per_peer: int = 16
+    # Open connections from all senders together; past it grpcio closes a new connection as
+    # soon as it is accepted (inside grpcio, so not counted by the receiver).
+    max_connections: int = 1024
     # Calls open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). Enforced
     # by grpcio's HTTP/2 layer (a stream past it is refused there), which the receiver cannot
     # count; calls past max_concurrent_rpcs are counted.
@@ -117,8 +124,9 @@ class HttpReceiverConfig:
     max_header_bytes: int = 64 * 1024
     # Export requests in progress at once (reading their body, waiting for a worker or
     # decoding); past it a request is answered 503 with Retry-After before its body is read
-    # (counted as requests_over_limit).
-    max_concurrent_requests: int = 64
+    # (counted as requests_over_limit). Larger than max_connections_per_peer, so one peer
+    # sending slow bodies cannot take every slot.
+    max_concurrent_requests: int = 256
     # Requests decoded at once (worker threads); the rest wait, their memory held in
     # receivers.memory_budget_bytes. As many threads again inflate compressed bodies and count
     # the objects of bodies too large for their size to bound their cost, so those cannot
@@ -405,7 +413,11 @@ class Config:
             "receivers.http.max_body_bytes": self.receivers.http.max_body_bytes,
             "receivers.http.socket_timeout_s": self.receivers.http.socket_timeout_s,
             "receivers.grpc.max_concurrent_rpcs": self.receivers.grpc.max_concurrent_rpcs,
+            "receivers.grpc.max_concurrent_rpcs_per_peer": (
+                self.receivers.grpc.max_concurrent_rpcs_per_peer
+            ),
             "receivers.grpc.max_concurrent_streams": self.receivers.grpc.max_concurrent_streams,
+            "receivers.grpc.max_connections": self.receivers.grpc.max_connections,
             "receivers.grpc.receive_timeout_s": self.receivers.grpc.receive_timeout_s,
             "receivers.grpc.max_metadata_bytes": self.receivers.grpc.max_metadata_bytes,
             "receivers.grpc.keepalive_time_s": self.receivers.grpc.keepalive_time_s,
@@ -442,6 +454,22 @@ class Config:
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"{key} must be greater than 0, got {value}")
+        if (
+            self.receivers.grpc.max_concurrent_rpcs_per_peer
+            >= self.receivers.grpc.max_concurrent_rpcs
+        ):
+            raise ConfigError(
+                "receivers.grpc.max_concurrent_rpcs_per_peer must be below "
+                "receivers.grpc.max_concurrent_rpcs (one peer must not take every slot)"
+            )
+        if (
+            self.receivers.http.max_concurrent_requests
+            <= self.receivers.http.max_connections_per_peer
+        ):
+            raise ConfigError(
+                "receivers.http.max_concurrent_requests must exceed "
+                "receivers.http.max_connections_per_peer (one peer must not take every slot)"
+            )
         if self.receivers.http.max_connections_per_peer > self.receivers.http.max_connections:
             raise ConfigError(
                 "receivers.http.max_connections_per_peer must not exceed "

@@ -129,7 +129,9 @@ class Service:
                 auth_token=self.auth_token,
                 limits=GrpcLimits(
                     max_concurrent_rpcs=grpc_config.max_concurrent_rpcs,
+                    max_concurrent_rpcs_per_peer=grpc_config.max_concurrent_rpcs_per_peer,
                     max_concurrent_streams=grpc_config.max_concurrent_streams,
+                    max_connections=grpc_config.max_connections,
                     receive_timeout_s=grpc_config.receive_timeout_s,
                     max_metadata_bytes=grpc_config.max_metadata_bytes,
                     keepalive_time_s=grpc_config.keepalive_time_s,

@@ -38,8 +38,18 @@ class StallingClient:
     """Keeps `streams` unfinished gRPC calls open on one HTTP/2 connection, opening a new one
     whenever the server ends one, until stopped."""
 
-    def __init__(self, port: int, streams: int, metadata: list[tuple[str, str]] = ()) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=1)
+    def __init__(
+        self,
+        port: int,
+        streams: int,
+        metadata: list[tuple[str, str]] = (),
+        source: str = "127.0.0.1",
+        max_opened: int = 500,
+    ) -> None:
+        self.sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=1, source_address=(source, 0)
+        )
+        self.max_opened = max_opened
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         self.streams = streams
         self.metadata = list(metadata)
@@ -57,7 +67,7 @@ class StallingClient:
         self.thread.start()
 
     def _top_up(self) -> None:
-        while len(self.open) < self.streams:
+        while len(self.open) < self.streams and self.opened < self.max_opened:
             stream = self.conn.get_next_available_stream_id()
             headers = [
                 (":method", "POST"),
@@ -152,6 +162,7 @@ def steady_sender(port: int, headers: tuple[tuple[str, str], ...] = ()) -> Itera
         thread.join(timeout=15)
         exporter.shutdown()
         provider.shutdown()
+        print(f"steady sender: {results.count('ok')}/{len(results)} ok")
 
 
 def receiver_with(consumer: RecordingConsumer, **kwargs: object) -> GrpcReceiver:
@@ -199,6 +210,28 @@ def test_unauthenticated_streams_hold_no_worker() -> None:
     finally:
         receiver.shutdown(0)
     assert len(results) >= 8
+    assert results.count("fail") == 0, results
+
+
+def test_one_peer_holding_calls_open_cannot_take_every_slot() -> None:
+    consumer = RecordingConsumer()
+    receiver = receiver_with(consumer)
+    attackers: list[StallingClient] = []
+    try:
+        # Five connections from one address, sixteen unfinished calls on each.
+        attackers = [
+            StallingClient(receiver.port, streams=16, source="127.0.0.6", max_opened=100)
+            for _ in range(5)
+        ]
+        time.sleep(0.5)
+        with steady_sender(receiver.port) as results:
+            time.sleep(4)
+        assert receiver.stats["rpcs_over_peer_limit"] >= 5 * 16 - 16
+    finally:
+        for attacker in attackers:
+            attacker.close()
+        receiver.shutdown(0)
+    assert len(results) >= 10
     assert results.count("fail") == 0, results
 
 
@@ -271,3 +304,34 @@ def test_idle_and_old_connections_are_closed() -> None:
                 client.close()
         finally:
             receiver.shutdown(0)
+
+
+def test_connections_are_capped() -> None:
+    consumer = RecordingConsumer()
+    receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=GrpcLimits(max_connections=5))
+    receiver.start()
+    socks: list[socket.socket] = []
+    try:
+        socks = [socket.create_connection(("127.0.0.1", receiver.port)) for _ in range(10)]
+        time.sleep(0.5)
+        closed = 0
+        for sock in socks:
+            sock.settimeout(0.2)
+            try:
+                if not sock.recv(65536):
+                    closed += 1
+            except TimeoutError:
+                pass
+            except OSError:
+                closed += 1
+        assert closed >= 5
+        for sock in socks:
+            sock.close()
+        time.sleep(0.3)
+        # Once the connections are gone, senders get in again.
+        with grpc.insecure_channel(f"127.0.0.1:{receiver.port}") as channel:
+            assert channel.unary_unary(TRACE_EXPORT)(b"", timeout=5) == b""
+    finally:
+        for sock in socks:
+            sock.close()
+        receiver.shutdown(0)

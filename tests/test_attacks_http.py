@@ -191,6 +191,39 @@ def test_idle_connections_are_bounded_in_all_and_cut() -> None:
     assert receiver.stats["header_timeouts"] >= 50
 
 
+def test_slow_bodies_from_one_peer_hold_neither_every_slot_nor_the_budget() -> None:
+    consumer = RecordingConsumer()
+    receiver = HttpReceiver(consumer, "127.0.0.1:0")  # default limits
+    receiver.start()
+    socks: list[socket.socket] = []
+    try:
+        # As many connections as one peer may open, each announcing a 16 MB body and
+        # trickling it a byte at a time.
+        for _ in range(receiver.limits.max_connections_per_peer):
+            sock = connect_from("127.0.0.5", receiver.port)
+            sock.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/x-protobuf\r\nContent-Length: 16777216\r\n\r\n"
+            )
+            socks.append(sock)
+        with steady_sender(receiver.port) as results:
+            deadline = time.monotonic() + 6
+            while time.monotonic() < deadline:
+                for sock in socks:
+                    with suppress(OSError):
+                        sock.send(b"\x0a")
+                time.sleep(0.3)
+            # The budget holds what they sent, not what they announced.
+            assert receiver.budget.used < 64 * 1024
+            assert receiver.stats["requests_in_progress"] >= 64
+    finally:
+        for sock in socks:
+            sock.close()
+        receiver.shutdown(0)
+    assert len(results) >= 15
+    assert results.count("fail") == 0, results
+
+
 def test_a_body_in_one_byte_pieces_is_read_into_one_buffer() -> None:
     consumer = RecordingConsumer()
     receiver = HttpReceiver(consumer, "127.0.0.1:0")

@@ -231,6 +231,10 @@ def test_new_limits_are_validated_at_start() -> None:
     ):
         with pytest.raises(ConfigError, match=key.rsplit(".", 1)[0]):
             apply_overrides(config, {key: value})
+    with pytest.raises(ConfigError, match="max_concurrent_rpcs_per_peer must be below"):
+        apply_overrides(config, {"receivers.grpc.max_concurrent_rpcs_per_peer": 64})
+    with pytest.raises(ConfigError, match="max_concurrent_requests must exceed"):
+        apply_overrides(config, {"receivers.http.max_concurrent_requests": 64})
     with pytest.raises(ConfigError, match="max_connections_per_peer"):
         apply_overrides(
             config,

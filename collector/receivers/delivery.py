@@ -59,6 +59,7 @@ class ReceiverStats:
         "too_many_items",
         "memory_budget_full",
         "rpcs_over_limit",
+        "rpcs_over_peer_limit",
         "receive_timeouts",
         "connections_over_limit",
         "connections_over_peer_limit",

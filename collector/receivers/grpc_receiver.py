@@ -25,6 +25,7 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -83,7 +84,9 @@ class GrpcLimits:
     """What one peer or many may make the gRPC receiver hold (see GrpcReceiverConfig)."""
 
     max_concurrent_rpcs: int = 64
+    max_concurrent_rpcs_per_peer: int = 16
     max_concurrent_streams: int = 16
+    max_connections: int = 1024
     receive_timeout_s: float = 10.0
     max_metadata_bytes: int = 16 * 1024
     keepalive_time_s: float = 60.0
@@ -100,6 +103,7 @@ class GrpcLimits:
         return [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_concurrent_streams", self.max_concurrent_streams),
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
             ("grpc.max_metadata_size", self.max_metadata_bytes),
             ("grpc.keepalive_time_ms", ms(self.keepalive_time_s)),
             ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout_s)),
@@ -120,6 +124,15 @@ def _grpc_target(endpoint: str) -> str:
     if endpoint.startswith(":"):
         return "0.0.0.0" + endpoint
     return endpoint
+
+
+def _peer_address(peer: str | None) -> str:
+    """The address part of grpcio's peer string ("ipv4:1.2.3.4:5678", "ipv6:[::1]:5678")."""
+    if not peer:
+        return "unknown"
+    _, _, rest = peer.partition(":")
+    host, sep, _ = rest.rpartition(":")
+    return host if sep else rest
 
 
 def retry_trailing_metadata(message: str, retry_after_s: float) -> tuple[tuple[str, bytes], ...]:
@@ -196,8 +209,9 @@ class GrpcReceiver:
         self._executor: futures.ThreadPoolExecutor | None = None
         self._large_executor: futures.ThreadPoolExecutor | None = None
         self._port = 0
-        # RPCs in progress; touched on the event loop's thread only.
+        # RPCs in progress, in all and by peer address; touched on the event loop's thread only.
         self._active = 0
+        self._active_by_peer: Counter[str] = Counter()
 
     @property
     def port(self) -> int:
@@ -357,7 +371,21 @@ class GrpcReceiver:
                 message,
                 trailing_metadata=retry_trailing_metadata(message, 1.0),
             )
+        peer = _peer_address(context.peer())
+        if self._active_by_peer[peer] >= limits.max_concurrent_rpcs_per_peer:
+            self._stats.add("rpcs_over_peer_limit")
+            message = (
+                f"too many export RPCs in progress from {peer} "
+                f"({limits.max_concurrent_rpcs_per_peer}, "
+                "receivers.grpc.max_concurrent_rpcs_per_peer)"
+            )
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                message,
+                trailing_metadata=retry_trailing_metadata(message, 1.0),
+            )
         self._active += 1
+        self._active_by_peer[peer] += 1
         try:
             try:
                 data = await asyncio.wait_for(
@@ -384,6 +412,9 @@ class GrpcReceiver:
             raise AssertionError("unreachable: abort raises")  # pragma: no cover
         finally:
             self._active -= 1
+            self._active_by_peer[peer] -= 1
+            if self._active_by_peer[peer] <= 0:
+                del self._active_by_peer[peer]
 
     def _work(
         self,

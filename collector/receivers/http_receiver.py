@@ -16,8 +16,9 @@ whose body is read, counted and budgeted goes to one of `max_workers` threads to
 handed to the pipeline. Every bound hit is counted in the receiver's stats.
 
 Every body is size-checked before it is read and while it is decompressed, so a small gzip
-bomb cannot allocate more than `max_body_bytes`. A body is read into one buffer of its
-announced length, however small the pieces it arrives in. A connection is closed after any
+bomb cannot allocate more than `max_body_bytes`. A body is read into one buffer, however small
+the pieces it arrives in, and its bytes are taken from the memory budget as they arrive (a body
+announced large and trickled holds only what it sent). A connection is closed after any
 response sent before the body was fully read, because the unread bytes would corrupt the next
 request.
 
@@ -129,7 +130,7 @@ class HttpLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_header_bytes: int = 64 * 1024
-    max_concurrent_requests: int = 64
+    max_concurrent_requests: int = 256
     max_workers: int = 4
     max_gzip_members: int = 16
     max_request_objects: int = 1_000_000
@@ -739,7 +740,24 @@ class HttpReceiver:
                     code_pb2.RESOURCE_EXHAUSTED,
                     f"request body of {length} bytes exceeds the limit of {limit} bytes",
                 )
+        # Budget is taken for the bytes as they arrive (not as announced), so a body trickled
+        # slowly holds only what it has sent; they go into one buffer, however small the
+        # pieces they arrive in.
         held = 0
+        body = bytearray()
+
+        async def read_into(n: int) -> None:
+            nonlocal held
+            end = len(body) + n
+            while len(body) < end:
+                chunk = await reader.read(min(_READ_CHUNK, end - len(body)))
+                if not chunk:
+                    raise _Closed("client closed the connection mid-body")
+                if not self.budget.try_take(len(chunk)):
+                    raise self._budget_full()
+                held += len(chunk)
+                body.extend(chunk)
+
         try:
             async with asyncio.timeout(self.limits.body_timeout_s):
                 if (request.get("expect") or "").lower() == "100-continue":
@@ -747,29 +765,14 @@ class HttpReceiver:
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                     await writer.drain()
                 if transfer_encoding:
-                    body = bytearray()
                     async for size in self._chunks(reader, limit):
-                        if not self.budget.try_take(size):
-                            raise self._budget_full()
-                        held += size
-                        body += await reader.readexactly(size)
+                        await read_into(size)
                         if await reader.readline() not in (b"\r\n", b"\n"):
                             raise _HttpError(
                                 400, code_pb2.INVALID_ARGUMENT, "malformed chunked body"
                             )
                 else:
-                    if not self.budget.try_take(length):
-                        raise self._budget_full()
-                    held = length
-                    body = bytearray(length)
-                    view = memoryview(body)
-                    filled = 0
-                    while filled < length:
-                        chunk = await reader.read(min(_READ_CHUNK, length - filled))
-                        if not chunk:
-                            raise _Closed("client closed the connection mid-body")
-                        view[filled : filled + len(chunk)] = chunk
-                        filled += len(chunk)
+                    await read_into(length)
         except TimeoutError:
             if held:
                 self.budget.give_back(held)
