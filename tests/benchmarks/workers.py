@@ -222,7 +222,8 @@ def main() -> int:
     base = results[0]["e2e_rate"]
     lines = [
         "| workers | spans | acked/s | stored end to end/s | ratio to 1 | parse ceiling/s "
-        "(1 core) | CPU s per 1,000 spans: tree (receiving process) | p50 / p99 last span → signature | "
+        "(1 core) | CPU s per 1,000 spans: tree (receiving process) | "
+        "p50 / p99 last span → signature | "
         "peak RSS of the tree MiB (processes) | refusals |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
