@@ -103,6 +103,8 @@ def run_once(args: argparse.Namespace, workers: int, ceiling: float) -> dict[str
         "--workers",
         str(workers),
     ]
+    if args.config:
+        command += ["--config", args.config]
     serve_log = (work / "serve.log").open("w")
     serve = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=serve_log)
     sampler = TreeSampler(serve.pid)
@@ -209,6 +211,7 @@ def main() -> int:
     parser.add_argument("--concurrent-runs", type=int, default=500)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--config", help="collector config file (YAML) for every run")
     parser.add_argument("--markdown", help="append the result table to this file")
     args = parser.parse_args()
     fleet = build_fleet(args.spans, concurrent_runs=args.concurrent_runs)
