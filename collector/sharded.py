@@ -388,6 +388,11 @@ class ShardWorker:
                     pipeline.windows.active_runs,
                 )
                 if self._send is not None:
+                    # The rebuilt runs' holds first: the receiving process lets go of the
+                    # dead worker's holds once it reads "replayed".
+                    if self.ledger is not None and self.ledger.holds.pending:
+                        holds, self.ledger.holds.pending = self.ledger.holds.pending, []
+                        self._send(("ledger", holds, [], []))
                     self._send(("replayed", token))
 
             pipeline.put("call", [done])
@@ -779,8 +784,8 @@ class ShardedPipeline:
                     lines.setdefault(part.segment, []).append(f"S {seq}")
                     releases.append(part.segment)
             if len(self._given) > 4 * len(self._parts) + 10_000:
-                oldest = min((p.segment for p in self._parts.values()), default=None)
-                floor = spool.oldest_held() if oldest is None else oldest
+                # Records in segments no longer on disk are never replayed again.
+                floor = spool.oldest_segment()
                 if floor is not None:
                     self._given = {seq for seq in self._given if seq >= floor}
         if lines:

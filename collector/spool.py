@@ -435,6 +435,11 @@ class Spool:
             for segment in segments:
                 self.release(segment.id)
 
+    def oldest_segment(self) -> int | None:
+        """The id (first sequence number) of the oldest segment on disk, sealed or not."""
+        with self._lock:
+            return min(self._segments) if self._segments else None
+
     def journaled(self) -> Recovered:
         """The journals of the segments now on disk: records stored, runs closed."""
         recovered = Recovered()

@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.config import load_config, on_free_loopback_ports
+from collector.metrics import exposition
 from collector.service import Service
 from collector.store import ChdbStore
 from tests.benchmarks.fleet import build_fleet
@@ -259,6 +260,13 @@ def test_a_worker_behind_makes_receivers_refuse_then_take_again(tmp_path: Path) 
                 except grpc.RpcError:
                     assert time.monotonic() < deadline, "never taken again"
                     time.sleep(0.2)
+        # Health and self-metrics add up the workers' figures.
+        health = service.health()
+        assert health["workers"]["routing"]["requests_routed"] == len(accepted)
+        assert len(health["workers"]["workers"]) == 2
+        _, body = exposition(service.metrics_registry)
+        assert b"mast_otel_stage_cpu_seconds_total" in body
+        assert b'mast_otel_store_rows_written_total{table="otel_traces"}' in body
     finally:
         store.open.set()
         report = service.stop()
