@@ -36,6 +36,7 @@ def _config(args: argparse.Namespace) -> Config:
             "receivers.http.endpoint": getattr(args, "http_endpoint", None),
             "storage.data_dir": getattr(args, "data_dir", None),
             "telemetry.metrics_endpoint": getattr(args, "metrics_endpoint", None),
+            "pipeline.workers": getattr(args, "workers", None),
             **_storage_overrides(args),
         },
     )
@@ -85,7 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # still replays the spool and stores what it holds.
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    service = Service(config)
+    service = Service(config, verbose=args.verbose)
     service.start()
     log.info(
         "mast-otel %s: OTLP/gRPC on %s, OTLP/HTTP on %s, store %s (database %s)",
@@ -743,6 +744,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the collector (OTLP gRPC and HTTP)")
     common(serve, endpoints=True)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes that analyse runs, sharded by trace id (pipeline.workers; "
+        "0: one per core, 1: all in one process)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     demo = sub.add_parser("demo", help="run example agent runs through a collector")

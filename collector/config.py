@@ -9,6 +9,7 @@ file through `apply_overrides`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,27 @@ class PipelineConfig:
     # default is 700; 0 keeps it). Each span allocates hundreds of short-lived objects: at
     # 700, collections took 11% of the pipeline's CPU on the benchmark fleet, at 50,000 2%.
     gc_gen0_threshold: int = 50_000
+    # Worker processes that decode, window and detect (runs sharded by trace id, each run in
+    # one worker); the receiving process routes, spools and stores. 1 keeps everything in one
+    # process; 0 means one per core.
+    workers: int = 1
+    # Requests handed to a worker and not yet taken by it: past this, for any worker,
+    # receivers refuse with OTLP's retryable status.
+    worker_queue_max_requests: int = 16
+    # The same bound in request bytes (held by the receiving process until the worker takes
+    # them).
+    worker_queue_max_bytes: int = 32 * 1024 * 1024
+    # A worker that dies more often than this within `worker_restart_window_s` is not started
+    # again (its runs' requests are refused, retryably, until the collector is restarted).
+    worker_max_restarts: int = 5
+    # The window, in seconds, over which a worker's deaths are counted.
+    worker_restart_window_s: float = 60.0
+    # How long a stop waits for the workers to drain before terminating them.
+    worker_stop_timeout_s: float = 60.0
+
+    def worker_count(self) -> int:
+        """`workers`, with 0 read as the machine's cores."""
+        return self.workers or (os.cpu_count() or 1)
 
 
 @dataclass
@@ -459,6 +481,24 @@ class Config:
             raise ConfigError(
                 "receivers.memory_budget_bytes must hold at least one request of the largest "
                 "size accepted (receivers.http.max_body_bytes, receivers.grpc.max_message_bytes)"
+            )
+        if not 0 <= self.pipeline.workers <= 1024:
+            raise ConfigError(
+                f"pipeline.workers must be from 0 (one per core) to 1024, got "
+                f"{self.pipeline.workers}"
+            )
+        for key, value in (
+            ("pipeline.worker_queue_max_requests", self.pipeline.worker_queue_max_requests),
+            ("pipeline.worker_queue_max_bytes", self.pipeline.worker_queue_max_bytes),
+            ("pipeline.worker_restart_window_s", self.pipeline.worker_restart_window_s),
+            ("pipeline.worker_stop_timeout_s", self.pipeline.worker_stop_timeout_s),
+        ):
+            if value <= 0:
+                raise ConfigError(f"{key} must be positive, got {value}")
+        if self.pipeline.worker_max_restarts < 0:
+            raise ConfigError(
+                f"pipeline.worker_max_restarts must be 0 or more, got "
+                f"{self.pipeline.worker_max_restarts}"
             )
         if self.pipeline.gc_gen0_threshold < 0:
             raise ConfigError(

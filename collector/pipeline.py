@@ -257,6 +257,7 @@ class Pipeline:
         spool: Spool | None = None,
         recovered: Recovered | None = None,
         wall_clock: WallClock = time.time_ns,
+        ledger: _Ledger | None = None,
     ) -> None:
         self.config = config
         self.exporter = exporter
@@ -276,7 +277,8 @@ class Pipeline:
         self.redactor = Redactor(config.redaction)
         self.stats = PipelineStats()
         self.spool = spool
-        self._ledger = _Ledger(spool) if spool is not None else None
+        # A worker process of a sharded collector reports to the spool's owner instead.
+        self._ledger = ledger if ledger is not None else _Ledger(spool) if spool else None
         self._recovered = recovered
         self._queue: queue.Queue[_Batch] = queue.Queue()
         self._queued_items = 0
@@ -405,6 +407,29 @@ class Pipeline:
     @property
     def queue_depth(self) -> int:
         return self._queued_items
+
+    @property
+    def queued_batches(self) -> int:
+        return self._queue.qsize()
+
+    def put(
+        self,
+        kind: str,
+        items: list[Any],
+        entry: SpoolEntry | None = None,
+        *,
+        replayed: bool = False,
+        stored: bool = False,
+        scan: bool = True,
+        size: int = 0,
+    ) -> None:
+        """Queue records decoded and spooled elsewhere (a worker process of a sharded
+        collector, which bounds what it takes), or `kind="call"` with one callable to run on
+        the pipeline's thread in turn."""
+        with self._queue_lock:
+            self._queued_items += len(items)
+            self._queued_bytes += size
+        self._queue.put(_Batch(kind, items, entry, replayed, stored, size, scan))
 
     # -- the worker ---------------------------------------------------------------------------
 
@@ -545,6 +570,8 @@ class Pipeline:
                 self.process_spans(batch.items, now, source=batch)
             elif batch.kind == "logs":
                 self.process_logs(batch.items, now, source=batch)
+            elif batch.kind == "call":
+                batch.items[0]()
             else:
                 self.stats.findings += len(batch.items)
                 for finding in batch.items:

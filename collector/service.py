@@ -23,6 +23,7 @@ from collector.security import (
     load_token,
     server_ssl_context,
 )
+from collector.sharded import ShardedPipeline
 from collector.spool import Spool
 from collector.store import Store, StoreError, migrate, open_store, schema_status
 from collector.store.batching import ClickHouseExporter
@@ -50,7 +51,9 @@ class Service:
     """`store` replaces the embedded store (a ClickHouse server adapter, or a test's wrapper
     that fails on demand)."""
 
-    def __init__(self, config: Config, store: Store | None = None) -> None:
+    def __init__(
+        self, config: Config, store: Store | None = None, *, verbose: bool = False
+    ) -> None:
         config.validate()
         self.config = config
         # Read before anything starts, so a bad token file or certificate stops the start.
@@ -82,9 +85,15 @@ class Service:
                 group_commit_s=durability.group_commit_ms / 1000.0,
             )
             recovered = self.spool.open()
+        self.sharded: ShardedPipeline | None = None
+        if config.pipeline.worker_count() > 1:
+            # Worker processes decode, analyse and write; this process routes and spools.
+            self.sharded = ShardedPipeline(
+                config, self.store, spool=self.spool, recovered=recovered, verbose=verbose
+            )
         self.pipeline = Pipeline(config, self.exporter, spool=self.spool, recovered=recovered)
         self.split_runs: SplitRunMerger | None = None
-        if config.sharding.merge_split_runs:
+        if config.sharding.merge_split_runs and self.sharded is None:
             self.split_runs = SplitRunMerger(self.store, config, self.exporter)
             self.pipeline.on_output(self.split_runs.note)
             self.pipeline.after_export(self.split_runs.check)
@@ -99,7 +108,12 @@ class Service:
         if threshold:
             # Process-wide: the collector is the process's one job.
             gc.set_threshold(threshold, *gc.get_threshold()[1:])
-        self.pipeline.start()
+        consumer: Any = self.pipeline
+        if self.sharded is not None:
+            self.sharded.start()
+            consumer = self.sharded
+        else:
+            self.pipeline.start()
         receivers = self.config.receivers
         # One budget for both receivers: it bounds the memory requests hold in all.
         budget = MemoryBudget(receivers.memory_budget_bytes)
@@ -107,7 +121,7 @@ class Service:
             grpc_config = receivers.grpc
             host, port = parse_endpoint(receivers.grpc.endpoint, "receivers.grpc.endpoint")
             self.grpc = GrpcReceiver(
-                self.pipeline,
+                consumer,
                 endpoint=f"{host}:{port}",
                 max_message_bytes=receivers.grpc.max_message_bytes,
                 max_workers=receivers.grpc.max_workers,
@@ -136,7 +150,7 @@ class Service:
             http_config = receivers.http
             host, port = parse_endpoint(receivers.http.endpoint, "receivers.http.endpoint")
             self.http = HttpReceiver(
-                self.pipeline,
+                consumer,
                 endpoint=f"{host}:{port}",
                 max_body_bytes=receivers.http.max_body_bytes,
                 max_value_depth=receivers.max_value_depth,
@@ -197,6 +211,8 @@ class Service:
         return self.http.port if self.http else 0
 
     def health(self) -> dict[str, Any]:
+        if self.sharded is not None:
+            return self._sharded_health(self.sharded)
         status = self.pipeline.health()
         exporter = self.exporter.stats
         status["store"] = {
@@ -225,11 +241,34 @@ class Service:
         status["stages"] = {"receive": receive, **self.pipeline.stage_cpu_seconds()}
         return status
 
+    def _sharded_health(self, sharded: ShardedPipeline) -> dict[str, Any]:
+        status = sharded.health()
+        workers = status.pop("_worker_status")
+        rows: dict[str, int] = {}
+        for worker in workers.values():
+            for table, count in worker.get("rows_written", {}).items():
+                rows[table] = rows.get(table, 0) + count
+        status["store"] = {
+            "buffered_rows": sum(w.get("buffered_rows", 0) for w in workers.values()),
+            "rows_written": rows,
+            "owner_requests": sharded.owner.requests if sharded.owner else 0,
+        }
+        if self.grpc:
+            status["grpc"] = self.grpc.stats
+        if self.http:
+            status["http"] = self.http.stats
+        receive = (self.grpc.cpu_seconds if self.grpc else 0.0) + (
+            self.http.cpu_seconds if self.http else 0.0
+        )
+        status["stages"] = {"receive": receive, **sharded.stage_cpu_seconds(workers)}
+        return status
+
     def stop(self, grace_s: float = 5.0) -> StopReport:
         """Stop taking requests, then process and store everything already accepted; returns
         what was left undone, if anything (see `StopReport`)."""
         if self._stopped.is_set():
-            return self.pipeline.stop_report or StopReport()
+            done = self.sharded if self.sharded is not None else self.pipeline
+            return done.stop_report or StopReport()
         self._stopped.set()
         if self.grpc:
             self.grpc.shutdown(grace_s)
@@ -237,11 +276,13 @@ class Service:
             self.http.shutdown()
         if self.metrics_server:
             self.metrics_server.shutdown()
-        report = self.pipeline.stop()
+        report = self.sharded.stop() if self.sharded is not None else self.pipeline.stop()
         if self.spool is not None:
             self.spool.close()
         self.store.close()
         return report
 
     def on_output(self, listener: Callable[..., None]) -> None:
+        if self.sharded is not None:
+            raise ValueError("findings are made in worker processes: read them from the store")
         self.pipeline.on_output(listener)

@@ -415,6 +415,41 @@ class Spool:
         with contextlib.suppress(OSError):
             segment.path.with_suffix(_JOURNAL).unlink()
 
+    # -- reading what is on disk while appending (a sharded collector's worker restart) ---------
+
+    def read_live(self) -> Iterator[tuple[SpoolEntry, RecordKind, bytes]]:
+        """Every intact record of every segment now on disk, oldest first, each segment held
+        while it is read. The active segment is read up to its last complete record."""
+        with self._lock:
+            segments = sorted(self._segments.values(), key=lambda s: s.id)
+            for segment in segments:
+                segment.refs += 1
+        try:
+            for segment in segments:
+                try:
+                    for seq, kind, payload in _read_records(segment.path, SpoolStats()):
+                        yield SpoolEntry(seq, segment.id), kind, payload
+                except OSError as exc:
+                    log.warning("cannot read spool segment %s: %s", segment.path, exc)
+        finally:
+            for segment in segments:
+                self.release(segment.id)
+
+    def oldest_segment(self) -> int | None:
+        """The id (first sequence number) of the oldest segment on disk, sealed or not."""
+        with self._lock:
+            return min(self._segments) if self._segments else None
+
+    def journaled(self) -> Recovered:
+        """The journals of the segments now on disk: records stored, runs closed."""
+        recovered = Recovered()
+        with self._lock:
+            paths = [s.path.with_suffix(_JOURNAL) for s in self._segments.values()]
+        for path in paths:
+            if path.exists():
+                _read_journal(path, recovered)
+        return recovered
+
     # -- state --------------------------------------------------------------------------------
 
     @property

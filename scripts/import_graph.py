@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the pipeline: admission, spool ledger, stages, windows, export
     ("collector.pipeline",),
     # what drives the pipeline from stored spans, the file readers, and the self-metrics
-    ("collector.reanalysis", "collector.importers", "collector.run_steps"),
+    ("collector.reanalysis", "collector.importers", "collector.run_steps", "collector.sharded"),
     # the network receivers, and the self-metrics that read their counters
     ("collector.receivers", "collector.metrics"),
     # what runs the pipeline: the service (receivers to store), the import of files, the demo

@@ -12,11 +12,14 @@ collector died while it was open.
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import signal
 import time
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from collector.store import ChdbStore
@@ -43,10 +46,28 @@ storage:
 """
 
 
-def test_kill_dash_nine_loses_nothing_acknowledged(tmp_path: Path) -> None:
-    rng = random.Random(20240601)
+@pytest.mark.parametrize("workers", [1, 3])
+def test_kill_dash_nine_loses_nothing_acknowledged(tmp_path: Path, workers: int) -> None:
+    """kill -9 of the collector (with its worker processes, when it has some)."""
+    kill_and_check(tmp_path, workers, kill_workers=False)
+
+
+def test_killing_single_workers_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """kill -9 of one worker process at a time, and now and then of the whole collector: a
+    dead worker is started again and its runs rebuilt from the spool."""
+    kill_and_check(tmp_path, 3, kill_workers=True)
+
+
+def worker_pids(collector: CollectorProcess) -> list[int]:
+    return [w["pid"] for w in collector.health()["workers"]["workers"] if w["alive"]]
+
+
+def kill_and_check(tmp_path: Path, workers: int, *, kill_workers: bool) -> None:
+    rng = random.Random(20240601 + workers + kill_workers)
     config_path = tmp_path / "mast.yaml"
-    config_path.write_text(CONFIG)
+    config_path.write_text(
+        CONFIG + f"pipeline:\n  workers: {workers}\n  worker_max_restarts: {KILLS + 1}\n"
+    )
     collector = CollectorProcess(config_path, tmp_path / "data", free_port(), free_port())
     collector.start()
     recorders, providers, senders = [], [], []
@@ -60,14 +81,18 @@ def test_kill_dash_nine_loses_nothing_acknowledged(tmp_path: Path) -> None:
         providers.append(provider)
         senders.append(sender)
         sender.start()
-    kills = 0
+    kills = worker_kills = 0
     try:
         started = time.monotonic()
         while kills < KILLS and time.monotonic() - started < KILL_PHASE_S:
             time.sleep(rng.uniform(0.2, 1.6))
-            collector.kill()
+            if kill_workers and kills % 4 != 3:
+                os.kill(rng.choice(worker_pids(collector)), signal.SIGKILL)
+                worker_kills += 1
+            else:
+                collector.kill()
+                collector.start()
             kills += 1
-            collector.start()
         for sender in senders:
             sender.stop_event.set()
         for sender in senders:
@@ -108,13 +133,19 @@ def test_kill_dash_nine_loses_nothing_acknowledged(tmp_path: Path) -> None:
     output = collector.output()
     replayed = sum(int(n) for n in re.findall(r"replay done: (\d+) request", output))
     rebuilt = sum(int(n) for n in re.findall(r"(\d+) run\(s\) rebuilt", output))
+    if kill_workers:
+        restarted = re.findall(r"worker \d+ restarted: (\d+) spooled request", output)
+        print(f"\n{worker_kills} workers killed, replays to restarted workers: {restarted}")
+        assert len(restarted) >= worker_kills - 2
+        assert sum(int(n) for n in restarted) > 0
     print(
         f"\ncrash test: {kills} kills, {len(acked)} spans acknowledged in "
         f"{len({t for t, _ in acked})} runs, {replayed} requests replayed, "
         f"{rebuilt} open runs rebuilt from the spool, "
         f"{sum(r.failed_batches for r in recorders)} batches the SDK gave up on"
     )
-    assert kills >= 20
+    # Worker processes add an interpreter's start (the fork server's) to every restart.
+    assert kills >= (20 if workers == 1 or kill_workers else 8)
     assert replayed > 0 and rebuilt > 0, "the kills never caught work in flight"
 
     stored = {(r["t"], r["s"]): int(r["n"]) for r in stored_rows}
@@ -156,14 +187,18 @@ storage:
 """
 
 
-def test_sigterm_right_after_a_restart_stores_everything_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 3])
+def test_sigterm_right_after_a_restart_stores_everything_acknowledged(
+    tmp_path: Path, workers: int
+) -> None:
     """kill -9 a few times under load, then SIGTERM the collector as soon as it answers after
     its last restart (while it replays what the kills left, with the senders still sending):
-    the clean stop alone, with no later start, stores every acknowledged span."""
+    the clean stop alone, with no later start, stores every acknowledged span (every worker
+    drains)."""
     started = time.monotonic()
     rng = random.Random(20240602)
     config_path = tmp_path / "mast.yaml"
-    config_path.write_text(TERM_CONFIG)
+    config_path.write_text(TERM_CONFIG + f"pipeline:\n  workers: {workers}\n")
     collector = CollectorProcess(config_path, tmp_path / "data", free_port(), free_port())
     collector.start()
     recorders, providers, senders = [], [], []

@@ -238,6 +238,8 @@ def deliver_spans(
     Raises `Refused` (after counting) so each transport can map it to its retryable status.
     """
     stats.add("trace_requests")
+    if raw is not None and hasattr(consumer, "consume_request"):
+        return _route(consumer, request, raw, stats, "spans")
     result = decode_spans(request, max_value_depth=max_value_depth)
     if not result.records:
         accepted = Accepted()
@@ -268,6 +270,8 @@ def deliver_logs(
 ) -> ExportOutcome:
     """Decode a logs request and hand it to the consumer; see `deliver_spans`."""
     stats.add("log_requests")
+    if raw is not None and hasattr(consumer, "consume_request"):
+        return _route(consumer, request, raw, stats, "logs")
     result = decode_logs(request, max_value_depth=max_value_depth)
     if not result.records:
         accepted = Accepted()
@@ -286,6 +290,37 @@ def deliver_logs(
     stats.add("logs_accepted", max(0, len(result.records) - accepted.rejected))
     stats.add("logs_rejected", outcome.rejected)
     return outcome
+
+
+def _route(
+    consumer: TelemetryConsumer,
+    request: ExportTraceServiceRequest | ExportLogsServiceRequest,
+    raw: RawRequest,
+    stats: ReceiverStats,
+    noun: str,
+) -> ExportOutcome:
+    """Hand a parsed request whole to a consumer that routes it to worker processes (which
+    decode it there), counting as `deliver_spans` does."""
+    try:
+        total, rejected, reason = consumer.consume_request(request, raw)  # type: ignore[attr-defined]
+    except BatchTooLarge as exc:
+        stats.add("too_many_items")
+        stats.add("requests_refused")
+        raise Rejection(str(exc), retryable=False) from exc
+    except Refused:
+        stats.add("requests_refused")
+        stats.add(f"{noun}_refused", _count(request))
+        raise
+    stats.add(f"{noun}_accepted", total - rejected)
+    stats.add(f"{noun}_rejected", rejected)
+    label = "spans" if noun == "spans" else "log records"
+    return ExportOutcome(rejected, f"{rejected} {label} rejected: {reason}" if rejected else "")
+
+
+def _count(request: ExportTraceServiceRequest | ExportLogsServiceRequest) -> int:
+    if isinstance(request, ExportTraceServiceRequest):
+        return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+    return sum(len(s.log_records) for r in request.resource_logs for s in r.scope_logs)
 
 
 def trace_response(outcome: ExportOutcome) -> ExportTraceServiceResponse:

@@ -19,13 +19,25 @@ with `WorkerFailed` and `health()` says so.
 
 `stop()` drains: every worker handles what it was given, closes its handler and exits; a worker
 that has not finished within the timeout is terminated (counted).
+
+A handler may also have `idle()` (called when nothing arrived for `idle_interval_s`, so a
+worker keeps its clock: windows close, writes happen) and `attach(send)` (`send(message)` reports
+to the receiving process, where the pool calls `on_report(shard, generation, message)`, in the
+order sent; `generation` counts the shard's restarts).
+A worker exits when the process that started it dies (SIGKILL included): it is never left
+running on its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import multiprocessing
+import os
 import queue
+import signal as signals
+import sys
 import threading
 import time
 import traceback
@@ -41,7 +53,7 @@ from collector.consumer import Refused
 
 log = logging.getLogger(__name__)
 
-Signal = Literal["traces", "logs"]
+Signal = Literal["traces", "logs", "control"]
 _STOP = None  # the last item a worker is given
 
 
@@ -71,6 +83,9 @@ class PoolConfig:
     restart_window_s: float = 60.0
     stop_timeout_s: float = 30.0
     start_method: Literal["spawn", "forkserver"] = "spawn"
+    # With forkserver: modules the fork server imports once, so a (re)started worker is a
+    # fork of a process that has them already.
+    preload: tuple[str, ...] = ()
     retry_after_s: float = 1.0
 
     def validate(self) -> None:
@@ -111,11 +126,57 @@ class _Worker:
     deaths: deque[float] = field(default_factory=deque)
 
 
-def _worker_main(shard: int, factory: HandlerFactory, inbox: Any, outbox: Any) -> None:
+def _die_with_parent(receiver: int) -> None:
+    """Exit when the receiving process dies, however it dies: the kernel sends SIGKILL on
+    Linux; elsewhere (and should the parent die before this) a thread watches. A worker's
+    parent is the receiving process (spawn) or its fork server, which ends with it."""
+    parent = os.getppid()
+    if parent == 1 or (parent != receiver and not _alive(receiver)):
+        os._exit(1)
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signals.SIGKILL))  # PR_SET_PDEATHSIG
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _worker_main(
+    shard: int, factory: HandlerFactory, inbox: Any, outbox: Any, parent: int = 0
+) -> None:
     """A worker process: handle requests in order until told to stop."""
+    if parent:
+        _die_with_parent(parent)
     handler = factory(shard)
+    attach = getattr(handler, "attach", None)
+    if attach is not None:
+        attach(lambda message: outbox.put(("report", message)))
+    idle = getattr(handler, "idle", None)
+    interval = float(getattr(handler, "idle_interval_s", 0.2))
     while True:
-        item = inbox.get()
+        if idle is None:
+            item = inbox.get()
+        else:
+            try:
+                item = inbox.get(timeout=interval)
+            except queue.Empty:
+                idle()
+                continue
         if item is _STOP:
             break
         seq, signal, data = item
@@ -136,17 +197,21 @@ class WorkerPool:
         config: PoolConfig,
         factory: HandlerFactory,
         on_restart: Callable[[int], Iterable[tuple[Signal, bytes]]] | None = None,
+        on_report: Callable[[int, int, Any], None] | None = None,
     ) -> None:
         config.validate()
         self.config = config
         self.factory = factory
         self.on_restart = on_restart
+        self.on_report = on_report
         self.stats = PoolStats()
         self._context: SpawnContext | ForkServerContext = (
             multiprocessing.get_context("forkserver")
             if config.start_method == "forkserver"
             else multiprocessing.get_context("spawn")
         )
+        if config.preload and isinstance(self._context, ForkServerContext):
+            self._context.set_forkserver_preload(list(config.preload))
         self._lock = threading.Lock()
         self._seq = 0
         self._workers: list[_Worker] = []
@@ -166,7 +231,7 @@ class WorkerPool:
         outbox = self._context.Queue()
         process = self._context.Process(
             target=_worker_main,
-            args=(shard, self.factory, inbox, outbox),
+            args=(shard, self.factory, inbox, outbox, os.getpid()),
             name=f"mast-otel-worker-{shard}",
             daemon=True,
         )
@@ -209,31 +274,69 @@ class WorkerPool:
 
     # -- handing requests over --------------------------------------------------------------
 
-    def submit(self, shards: dict[int, bytes], signal: Signal) -> None:
+    def submit(
+        self,
+        shards: dict[int, bytes],
+        signal: Signal,
+        *,
+        force: bool = False,
+        given: Callable[[], None] | None = None,
+    ) -> None:
         """Give each shard its request (a `Routed.shards`), all or none: raises WorkerBusy or
-        WorkerFailed, counted, when any of them cannot take its part now."""
-        retry = self.config.retry_after_s
+        WorkerFailed, counted, when any of them cannot take its part now. `force` skips the
+        queue bounds (a request already acknowledged must be handed over; `check` refused
+        it earlier if it did not fit then). `given` is called once everything is handed over,
+        under the pool's lock (a restart's `on_restart` sees either all of it or none)."""
         with self._lock:
-            if self._stopping.is_set():
-                raise Refused("the worker pool is stopping", retry)
-            for shard, data in shards.items():
-                worker = self._workers[shard]
-                if worker.failed:
-                    self.stats.requests_refused += 1
-                    raise WorkerFailed(f"worker {shard} failed and is not restarted", retry)
-                if worker.pending_requests and (
-                    worker.pending_requests >= self.config.queue_max_requests
-                    or worker.pending_bytes + len(data) > self.config.queue_max_bytes
-                ):
-                    self.stats.requests_refused += 1
-                    raise WorkerBusy(
-                        f"worker {shard} is behind ({worker.pending_requests} requests, "
-                        f"{worker.pending_bytes} bytes waiting)",
-                        retry,
-                    )
+            self._check(shards, bounds=not force)
             for shard, data in shards.items():
                 self._give(self._workers[shard], signal, data)
             self.stats.requests_submitted += 1
+            if given is not None:
+                given()
+
+    def check(self, sizes: dict[int, int]) -> None:
+        """Raise WorkerBusy or WorkerFailed (counted) if a request of these sizes per shard
+        would not be taken now; takes nothing."""
+        with self._lock:
+            self._check({shard: size for shard, size in sizes.items()}, bounds=True)
+
+    def _check(self, shards: dict[int, bytes] | dict[int, int], *, bounds: bool) -> None:
+        """Caller holds the lock."""
+        retry = self.config.retry_after_s
+        if self._stopping.is_set():
+            raise Refused("the worker pool is stopping", retry)
+        for shard, data in shards.items():
+            size = data if isinstance(data, int) else len(data)
+            worker = self._workers[shard]
+            if worker.failed:
+                self.stats.requests_refused += 1
+                raise WorkerFailed(f"worker {shard} failed and is not restarted", retry)
+            if (
+                bounds
+                and worker.pending_requests
+                and (
+                    worker.pending_requests >= self.config.queue_max_requests
+                    or worker.pending_bytes + size > self.config.queue_max_bytes
+                )
+            ):
+                self.stats.requests_refused += 1
+                raise WorkerBusy(
+                    f"worker {shard} is behind ({worker.pending_requests} requests, "
+                    f"{worker.pending_bytes} bytes waiting)",
+                    retry,
+                )
+
+    def give(self, shard: int, signal: Signal, data: bytes) -> None:
+        """Hand one item to one worker, past its bounds (control items, and replays that
+        wait on `wait_for_room` first)."""
+        with self._lock:
+            self._give(self._workers[shard], signal, data)
+
+    def has_room(self, shard: int) -> bool:
+        with self._lock:
+            worker = self._workers[shard]
+            return worker.failed or worker.pending_requests < self.config.queue_max_requests
 
     def _give(self, worker: _Worker, signal: Signal, data: bytes) -> None:
         """Caller holds the lock."""
@@ -281,6 +384,12 @@ class WorkerPool:
                         self.stats.handler_errors += 1
                 if error:
                     log.error("worker %d failed on a request:\n%s", worker.shard, error)
+            elif message[0] == "report":
+                if self.on_report is not None:
+                    try:
+                        self.on_report(worker.shard, worker.generation, message[1])
+                    except Exception:
+                        log.exception("handling a report of worker %d failed", worker.shard)
             elif message[0] == "closed":
                 worker.result = message[1]
                 worker.closed.set()
