@@ -264,7 +264,8 @@ def test_expect_100_continue_is_answered(receiver: HttpReceiver, consumer: Recor
 
 
 def test_limit_hits_are_served_as_metrics(receiver: HttpReceiver) -> None:
-    from collector.metrics import RECEIVER_LIMIT_HITS, exposition, registry_for, total
+    from collector.metrics import exposition, registry_for
+    from schemas.metrics import RECEIVER_LIMIT_HITS, total
 
     member = gzip.compress(b"")
     post(receiver.port, member * 100, Content_Encoding="gzip")
