@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import inspect
 import io
 import textwrap
@@ -77,6 +78,19 @@ def field_comments(cls: type) -> dict[str, str]:
     return found
 
 
+def public_name(cls: type) -> str:
+    """Where a reader imports `cls` from: its package, when the package's public face lists
+    it in `__all__` (the configuration's sections, defined in modules of `collector.config`),
+    else the module that defines it."""
+    module = cls.__module__
+    package = module.rpartition(".")[0]
+    if package:
+        face = importlib.import_module(package)
+        if cls.__name__ in getattr(face, "__all__", ()) and getattr(face, cls.__name__) is cls:
+            module = package
+    return f"{module}.{cls.__qualname__}"
+
+
 def class_description(cls: type) -> str:
     node, _ = _class_node(cls)
     return " ".join((ast.get_docstring(node) or "").split())
@@ -99,7 +113,7 @@ def sections(config: Any = None, prefix: str = "") -> list[Section]:
     own = Section(
         key=prefix,
         description=class_description(cls),
-        source=f"{cls.__module__}.{cls.__qualname__}",
+        source=public_name(cls),
         options=tuple(options),
     )
     return [own, *nested]

@@ -141,7 +141,8 @@ def test_wheel_of_the_build_stage_carries_code_schemas_and_entry_point(tmp_path:
     (wheel,) = tmp_path.glob("mast_otel-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in (
-        "collector/cli.py",
+        "collector/cli/__init__.py",
+        "collector/cli/__main__.py",
         "collector/reanalysis/split_runs.py",
         "collector/store/queries/rollups.py",
         "processors/window.py",

@@ -27,11 +27,8 @@ from collector.otlp.decode import (
     parse_logs_request,
     parse_trace_request,
 )
-from collector.otlp.jsonpb import (
-    parse_logs_json,
-    parse_trace_json,
-    read_otlp_file,
-)
+from collector.otlp.files import read_otlp_file
+from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 
 TRACE_ID = bytes(range(1, 17))
 SPAN_ID = bytes(range(1, 9))

@@ -24,7 +24,7 @@ from types import ModuleType
 
 from collector.importers import chat, codex, otlp
 from collector.importers.errors import ImportFormatError
-from collector.otlp.jsonpb import OtlpRequest
+from collector.otlp.files import OtlpRequest
 
 __all__ = ["IMPORTERS", "ImportFormatError", "read_requests", "recognise"]
 

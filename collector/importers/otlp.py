@@ -1,11 +1,11 @@
-"""OTLP files: what `collector.otlp.jsonpb.read_otlp_file` reads (OTLP/JSON lines, one
+"""OTLP files: what `collector.otlp.files.read_otlp_file` reads (OTLP/JSON lines, one
 request or a list of them, OTLP protobuf, gzip)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from collector.otlp.jsonpb import OtlpRequest, read_otlp_file
+from collector.otlp.files import OtlpRequest, read_otlp_file
 
 FORMAT = "otlp"
 
