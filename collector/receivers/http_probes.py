@@ -14,7 +14,8 @@ from collector.receivers.http_wire import Response, plain
 
 __all__ = ["HEALTH_PATH", "METRICS_PATH", "HealthCheck", "MetricsSource", "Probes"]
 
-log = logging.getLogger(__name__)
+# Logged under the receiver's name, as the receiver's own messages are.
+log = logging.getLogger("collector.receivers.http_receiver")
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"

@@ -5,9 +5,9 @@ Implements the OTLP/HTTP binding: POST /v1/traces and /v1/logs with protobuf or 
 
 Connections are served on one event loop in a thread of its own, so an idle, slow or stalled
 client costs a coroutine and a socket, never a thread, and each is bounded: connections in all
-and per peer address (closed as soon as accepted past the cap), the time to receive a request's
-headers and then its body, the time a kept-alive connection may sit idle, the header size (the
-HTTP layer: `http_wire`), the requests in progress, and the memory their bodies and decoding
+and per peer address (`http_connections`), the time to receive a request's headers and then its
+body, the time a kept-alive connection may sit idle, the header size (the HTTP layer:
+`http_wire`), the requests in progress, and the memory their bodies and decoding
 take (`limits`). Only a request whose body is read, counted and budgeted goes to one of
 `max_workers` threads to be decoded and handed to the pipeline. Every bound hit is counted in
 the receiver's stats. A connection is closed after any response sent before the body was fully
@@ -24,7 +24,6 @@ import contextlib
 import logging
 import ssl
 import threading
-from collections import Counter
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from google.rpc import code_pb2
 from collector.consumer import TelemetryConsumer
 from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH
 from collector.receivers.delivery import ReceiverStats, admit_by_size
+from collector.receivers.http_connections import Connections
 from collector.receivers.http_probes import (
     HEALTH_PATH,
     METRICS_PATH,
@@ -41,17 +41,11 @@ from collector.receivers.http_probes import (
     Probes,
 )
 from collector.receivers.http_wire import (
-    LINGER_SECONDS,
-    Closed,
     HttpError,
     Request,
     Response,
-    discard_unread,
-    parse_head,
     plain,
     read_body,
-    read_head,
-    send,
     split_endpoint,
 )
 from collector.receivers.limits import MemoryBudget
@@ -141,10 +135,18 @@ class HttpReceiver:
         self._probes: futures.ThreadPoolExecutor | None = None
         self._large: futures.ThreadPoolExecutor | None = None
         self._port = 0
+        self._connections = Connections(
+            self._dispatch,
+            error_response,
+            max_connections=self.limits.max_connections,
+            max_connections_per_peer=self.limits.max_connections_per_peer,
+            idle_timeout_s=socket_timeout_s,
+            header_timeout_s=self.limits.header_timeout_s,
+            max_header_bytes=self.limits.max_header_bytes,
+            drain_timeout_s=self.limits.body_timeout_s,
+            stats=self.stats_counter,
+        )
         # Touched on the event loop's thread only.
-        self._open = 0
-        self._per_peer: Counter[str] = Counter()
-        self._writers: set[asyncio.StreamWriter] = set()
         self._in_progress = 0
         self._idle: asyncio.Event | None = None
 
@@ -159,7 +161,7 @@ class HttpReceiver:
     def stats(self) -> dict[str, int]:
         """A snapshot of the request and item counters, and the connections open now."""
         snapshot = self.stats_counter.snapshot()
-        snapshot["connections_open"] = self._open
+        snapshot["connections_open"] = self._connections.open
         snapshot["requests_in_progress"] = self._in_progress
         return snapshot
 
@@ -216,7 +218,7 @@ class HttpReceiver:
         self._idle.set()
         host, port = self._address
         return await asyncio.start_server(
-            self._connection,
+            self._connections.serve,
             host or None,
             port,
             limit=self.limits.max_header_bytes,
@@ -256,86 +258,10 @@ class HttpReceiver:
         if self._idle is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, grace_s))
-        for writer in list(self._writers):
+        for writer in list(self._connections.writers):
             writer.transport.abort()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server.wait_closed(), timeout=2)
-
-    # --- connections ------------------------------------------------------------------------
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peername = writer.get_extra_info("peername")
-        peer = str(peername[0]) if isinstance(peername, tuple) else str(peername)
-        limits = self.limits
-        stats = self.stats_counter
-        if self._open >= limits.max_connections:
-            stats.add("connections_over_limit")
-            writer.transport.abort()
-            return
-        if self._per_peer[peer] >= limits.max_connections_per_peer:
-            stats.add("connections_over_peer_limit")
-            writer.transport.abort()
-            return
-        self._open += 1
-        self._per_peer[peer] += 1
-        self._writers.add(writer)
-        try:
-            first = True
-            while await self._serve_one(reader, writer, first):
-                first = False
-        except (TimeoutError, ConnectionError, OSError, ssl.SSLError, Closed):
-            pass
-        except Exception:
-            log.debug("OTLP/HTTP connection from %s failed", peer, exc_info=True)
-        finally:
-            # Flush what is left of the last response, briefly; a peer that does not read it
-            # is cut.
-            try:
-                writer.close()
-                await asyncio.wait_for(writer.wait_closed(), timeout=LINGER_SECONDS)
-            except (TimeoutError, ConnectionError, OSError, ssl.SSLError):
-                pass
-            finally:
-                writer.transport.abort()
-                self._open -= 1
-                self._per_peer[peer] -= 1
-                if self._per_peer[peer] <= 0:
-                    del self._per_peer[peer]
-                self._writers.discard(writer)
-
-    async def _serve_one(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool
-    ) -> bool:
-        """Serve one request; whether the connection stays open for another."""
-        request: Request | None = None
-        drain_timeout_s = self.limits.body_timeout_s
-        try:
-            head = await read_head(
-                reader,
-                first,
-                idle_timeout_s=self.socket_timeout_s,
-                header_timeout_s=self.limits.header_timeout_s,
-                max_header_bytes=self.limits.max_header_bytes,
-                stats=self.stats_counter,
-            )
-            if head is None:
-                return False
-            request = parse_head(head)
-            response = await self._dispatch(request, reader, writer)
-        except HttpError as exc:
-            response = error_response(request, exc)
-            if request is None:
-                await send(writer, None, response, close=True, drain_timeout_s=drain_timeout_s)
-                return False
-        keep = request.keep_alive()
-        early = not request.body_read and request.has_body()
-        await send(
-            writer, request, response, close=early or not keep, drain_timeout_s=drain_timeout_s
-        )
-        if early:
-            await discard_unread(reader)
-            return False
-        return keep
 
     # --- dispatch ---------------------------------------------------------------------------
 

@@ -38,7 +38,8 @@ from collector.receivers.limits import MemoryBudget, RequestCost
 
 __all__ = ["Abort", "OtlpGrpcExport", "retry_trailing_metadata"]
 
-log = logging.getLogger(__name__)
+# Logged under the receiver's name, as the receiver's own messages are.
+log = logging.getLogger("collector.receivers.grpc_receiver")
 
 Req = TypeVar("Req", bound=Message)
 

@@ -51,7 +51,8 @@ __all__ = [
     "status_response",
 ]
 
-log = logging.getLogger(__name__)
+# Logged under the receiver's name, as the receiver's own messages are.
+log = logging.getLogger("collector.receivers.http_receiver")
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
