@@ -14,12 +14,8 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.otlp.decode import decode_spans, parse_trace_request
-from processors.redact import (
-    DEFAULT_REDACTED_VALUE_PATTERNS,
-    RedactionConfig,
-    Redactor,
-    compile_rules,
-)
+from processors.redact import RedactionConfig, Redactor
+from processors.redact_rules import DEFAULT_REDACTED_VALUE_PATTERNS, compile_rules
 
 RULES = compile_rules(RedactionConfig())
 

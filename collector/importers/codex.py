@@ -36,12 +36,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from collector.importers import spans as S
+from collector.importers.codex_items import (
+    call_of,
+    content_text,
+    history_of,
+    output_of,
+    reasoning_text,
+    to_str,
+)
 from collector.importers.errors import ImportFormatError
 from collector.importers.spans import RunSpec, SpanSpec
 from processors.ids import stable_hex
@@ -54,7 +61,6 @@ OUTPUT_ITEMS = frozenset(
 )
 CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
-_EXIT = re.compile(r"(?:^Exit code:\s*|Process exited with code\s+)(-?\d+)", re.MULTILINE)
 _CONTEXT_PREFIXES = ("<environment_context>",)
 _INSTRUCTION_PREFIXES = ("<user_instructions>", "# AGENTS.md instructions")
 
@@ -160,15 +166,15 @@ class _Builder:
         for index, time_ns, item in self.group:
             kind = item.get("type")
             if kind == "message":
-                text = _content_text(item.get("content"))
+                text = content_text(item.get("content"))
                 if text:
                     parts.append(S.text_part(text))
             elif kind == "reasoning":
-                text = _reasoning_text(item)
+                text = reasoning_text(item)
                 if text:
                     parts.append(S.text_part(text, "reasoning"))
             else:
-                call_id, name, arguments = _call(item, index)
+                call_id, name, arguments = call_of(item, index)
                 parts.append(S.tool_call_part(call_id, name, S.arguments_value(arguments)))
                 calls.append((index, time_ns, call_id, name, arguments))
         finish = "tool_call" if calls else "stop"
@@ -217,14 +223,14 @@ class _Builder:
         self.group = []
 
     def result(self, index: int, time_ns: int, item: dict[str, Any]) -> None:
-        call_id = _str(item.get("call_id"))
+        call_id = to_str(item.get("call_id"))
         tool = self.calls.pop(call_id, None)
         if tool is None:
             raise ImportFormatError(
                 f"{self.path}:{index + 1}: {item.get('type')} for call id {call_id!r}, which no "
                 f"earlier call made (or was already answered)"
             )
-        text, failed = _output(item.get("output"))
+        text, failed = output_of(item.get("output"))
         tool.attributes["gen_ai.tool.call.result"] = text
         tool.attributes[S.RESULT_MESSAGE_INDEX] = index
         tool.end_ns = max(tool.start_ns, time_ns)
@@ -252,10 +258,10 @@ def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -
     meta: dict[str, Any] = next(
         (doc["payload"] for _, doc in lines if doc["type"] == "session_meta"), {}
     )
-    session = _str(meta.get("id") or meta.get("session_id"))
+    session = to_str(meta.get("id") or meta.get("session_id"))
     trace_id = stable_hex("codex", session) if session else S.stable_hex_trace(FORMAT, digest)
     b = _Builder(trace_id, path)
-    b.model = _str(meta.get("model"))
+    b.model = to_str(meta.get("model"))
     if isinstance(meta.get("instructions"), str) and meta["instructions"].strip():
         b.instructions.append(meta["instructions"].strip())
 
@@ -263,14 +269,14 @@ def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -
     for (index, doc), time_ns in zip(lines, times, strict=True):
         kind, payload = doc["type"], doc["payload"]
         if kind == "turn_context":
-            b.model = _str(payload.get("model")) or b.model
+            b.model = to_str(payload.get("model")) or b.model
         elif kind == "compacted":
             b.flush()
-            summary = _str(payload.get("message"))
+            summary = to_str(payload.get("message"))
             replacement = payload.get("replacement_history")
             b.history = [{"role": "user", "parts": [S.text_part(summary)]}] if summary else []
             if isinstance(replacement, list):
-                b.history = _history_of(replacement)
+                b.history = history_of(replacement)
             # The agent's own compaction: a step of its own (named so detectors read it as a
             # deliberate summary), so the shorter history after it is not a loss.
             b.plain(index, time_ns, "compacted", {"gen_ai.agent.name": AGENT, S.CONTENT: summary})
@@ -290,7 +296,7 @@ def build_run(lines: list[tuple[int, dict[str, Any]]], path: str, digest: str) -
     }
     if session:
         root_attrs["gen_ai.conversation.id"] = session
-    provider = _str(meta.get("model_provider"))
+    provider = to_str(meta.get("model_provider"))
     if provider:
         root_attrs["gen_ai.provider.name"] = provider
     if b.model:
@@ -314,7 +320,7 @@ def _item(b: _Builder, index: int, time_ns: int, item: dict[str, Any]) -> None:
     if kind in RESULT_ITEMS:
         b.result(index, time_ns, item)
     elif kind == "message" and role in ("user", "developer", "system"):
-        text = _content_text(item.get("content"))
+        text = content_text(item.get("content"))
         b.history.append(
             {"role": "user" if role == "user" else "system", "parts": [S.text_part(text)]}
         )
@@ -354,7 +360,7 @@ def _event(b: _Builder, index: int, time_ns: int, event: dict[str, Any]) -> None
             b.pending_usage = usage
     elif kind in ("error", "stream_error"):
         b.flush()
-        message = _str(event.get("message")) or kind
+        message = to_str(event.get("message")) or kind
         b.plain(
             index,
             time_ns,
@@ -364,77 +370,7 @@ def _event(b: _Builder, index: int, time_ns: int, event: dict[str, Any]) -> None
         )
     elif kind == "turn_aborted":
         b.flush()
-        b.plain(index, time_ns, "turn aborted", {S.CONTENT: _str(event.get("reason"))})
-
-
-def _call(item: dict[str, Any], index: int) -> tuple[str, str, Any]:
-    kind = item.get("type")
-    call_id = _str(item.get("call_id") or item.get("id")) or f"call_{index}"
-    if kind == "function_call":
-        return call_id, _str(item.get("name")) or "function", item.get("arguments", "")
-    if kind == "custom_tool_call":
-        return call_id, _str(item.get("name")) or "custom_tool", item.get("input", "")
-    if kind == "local_shell_call":
-        return call_id, "local_shell", item.get("action", {})
-    return call_id, "web_search", item.get("action", {})
-
-
-def _output(output: Any) -> tuple[str, bool]:
-    """(text, failed) of a call's output: a string, content items, or {content, success}."""
-    failed = False
-    if isinstance(output, dict):
-        failed = output.get("success") is False
-        output = output.get("content", output.get("output", ""))
-    if isinstance(output, list):
-        output = "\n".join(
-            _str(part.get("text")) for part in output if isinstance(part, dict) and part.get("text")
-        )
-    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-    parsed = None
-    if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
-    if isinstance(parsed, dict):
-        metadata = parsed.get("metadata")
-        code = metadata.get("exit_code") if isinstance(metadata, dict) else None
-        if isinstance(code, int) and code != 0:
-            failed = True
-    match = _EXIT.search(text[:2_000])
-    if match and int(match[1]) != 0:
-        failed = True
-    return text, failed
-
-
-def _history_of(items: list[Any]) -> list[dict[str, Any]]:
-    history = []
-    for item in items:
-        if isinstance(item, dict) and item.get("type") == "message":
-            role = "assistant" if item.get("role") == "assistant" else "user"
-            history.append(
-                {"role": role, "parts": [S.text_part(_content_text(item.get("content")))]}
-            )
-    return history
-
-
-def _reasoning_text(item: dict[str, Any]) -> str:
-    texts = []
-    for key in ("summary", "content"):
-        value = item.get(key)
-        if isinstance(value, list):
-            texts += [_str(p.get("text")) for p in value if isinstance(p, dict) and p.get("text")]
-    return "\n".join(texts)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        _str(part.get("text")) for part in content if isinstance(part, dict) and part.get("text")
-    )
+        b.plain(index, time_ns, "turn aborted", {S.CONTENT: to_str(event.get("reason"))})
 
 
 def _times(lines: list[tuple[int, dict[str, Any]]]) -> list[int]:
@@ -458,7 +394,3 @@ def _parse_time(value: Any) -> int:
     except ValueError:
         return 0
     return int(moment.timestamp() * 1_000_000) * 1_000
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ("" if value is None else str(value))

@@ -26,14 +26,13 @@ from collector.otlp.decode import (
     decode_logs,
     decode_spans,
 )
+from collector.receivers.deep_values import cut_deep_values, needs_cut
 from collector.receivers.limits import (
     BYTE_COST,
     OBJECT_COST,
     MemoryBudget,
     RequestCost,
     TooLarge,
-    cut_deep_values,
-    needs_cut,
     request_cost,
 )
 

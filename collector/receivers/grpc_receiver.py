@@ -5,10 +5,8 @@ servicer's deserializer: grpcio reports a failed deserialization as a bare INTER
 while OTLP wants INVALID_ARGUMENT (not retryable) with a message the sender can act on.
 Method names come from the generated descriptors, so the service stays wire-identical.
 
-Status mapping follows the OTLP specification: full success → empty response; some items
-dropped → `partial_success`; pipeline full (`Refused`) → UNAVAILABLE with a
-`google.rpc.RetryInfo` in the status details; undecodable payload → INVALID_ARGUMENT.
-gzip request compression is handled by grpcio itself.
+Status mapping and the decoding and hand-over of a request are in `otlp_grpc`. gzip request
+compression is handled by grpcio itself.
 
 The server is grpcio's asyncio server, on an event loop of its own thread: an RPC waiting for
 its request (a slow or stalled sender) is a coroutine, not a thread, and must have received its
@@ -22,52 +20,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import grpc.aio
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
-from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.consumer import RawRequest, Refused, TelemetryConsumer
+from collector.consumer import TelemetryConsumer
 from collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
-    OtlpDecodeError,
-    parse_logs_request,
-    parse_trace_request,
 )
 from collector.receivers.delivery import (
-    ExportOutcome,
     ReceiverStats,
-    Rejection,
-    admit,
     admit_by_size,
-    check_room,
-    deliver_logs,
-    deliver_spans,
-    logs_response,
-    parse_protobuf,
-    trace_response,
 )
 from collector.receivers.limits import MemoryBudget, RequestCost
+from collector.receivers.otlp_grpc import Abort, OtlpGrpcExport, retry_trailing_metadata
 from collector.security import BearerTokenInterceptor
 
-__all__ = [
-    "DEFAULT_GRPC_MAX_MESSAGE_BYTES",
-    "GrpcLimits",
-    "GrpcReceiver",
-    "retry_trailing_metadata",
-]
+__all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcLimits", "GrpcReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +53,6 @@ DEFAULT_GRPC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 _TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 _LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
-
-Req = TypeVar("Req", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -135,37 +111,6 @@ def _peer_address(peer: str | None) -> str:
     return host if sep else rest
 
 
-def retry_trailing_metadata(message: str, retry_after_s: float) -> tuple[tuple[str, bytes], ...]:
-    """Trailing metadata for a retryable refusal.
-
-    `grpc-status-details-bin` carries a google.rpc.Status with RetryInfo, the standard form
-    (what grpcio-status would build). The OpenTelemetry Python exporter instead reads a bare
-    RetryInfo from `google.rpc.retryinfo-bin`, so that is sent as well.
-    """
-    delay = retry_after_s if math.isfinite(retry_after_s) else 1.0
-    retry_delay = Duration()
-    retry_delay.FromNanoseconds(round(max(0.0, delay) * 1e9))
-    retry = error_details_pb2.RetryInfo(retry_delay=retry_delay)
-    status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message=message)
-    status.details.add().Pack(retry)
-    return (
-        ("grpc-status-details-bin", status.SerializeToString()),
-        ("google.rpc.retryinfo-bin", retry.SerializeToString()),
-    )
-
-
-class _Abort(Exception):
-    """Ends an RPC with `code` (raised on a worker thread, turned into an abort on the loop)."""
-
-    def __init__(
-        self, code: grpc.StatusCode, message: str, trailing: Sequence[tuple[str, bytes]] = ()
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.trailing = tuple(trailing)
-
-
 class GrpcReceiver:
     """An OTLP/gRPC server feeding a `TelemetryConsumer`.
 
@@ -202,6 +147,13 @@ class GrpcReceiver:
         self._limits = limits or GrpcLimits()
         self._budget = budget or MemoryBudget(1024 * 1024 * 1024)
         self._stats = ReceiverStats()
+        self._otlp = OtlpGrpcExport(
+            consumer,
+            max_value_depth=max_value_depth,
+            max_request_objects=self._limits.max_request_objects,
+            budget=self._budget,
+            stats=self._stats,
+        )
         self._lock = threading.Lock()
         self._server: grpc.aio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -345,12 +297,12 @@ class GrpcReceiver:
         received: bytes | None = None
         async for message in requests:
             if received is not None:
-                raise _Abort(
+                raise Abort(
                     grpc.StatusCode.INVALID_ARGUMENT, "Export takes exactly one request message"
                 )
             received = message
         if received is None:
-            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message received")
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message received")
         return received
 
     async def _export(
@@ -401,12 +353,12 @@ class GrpcReceiver:
                 return await loop.run_in_executor(pool, work, data, cost)
             except TimeoutError:
                 self._stats.add("receive_timeouts")
-                failure = _Abort(
+                failure = Abort(
                     grpc.StatusCode.DEADLINE_EXCEEDED,
                     f"the request was not received within {limits.receive_timeout_s:g} s "
                     "(receivers.grpc.receive_timeout_s)",
                 )
-            except _Abort as exc:
+            except Abort as exc:
                 failure = exc
             await context.abort(failure.code, failure.message, trailing_metadata=failure.trailing)
             raise AssertionError("unreachable: abort raises")  # pragma: no cover
@@ -416,101 +368,12 @@ class GrpcReceiver:
             if self._active_by_peer[peer] <= 0:
                 del self._active_by_peer[peer]
 
-    def _work(
-        self,
-        data: bytes,
-        signal: str,
-        parse: Callable[[bytes], Req],
-        deliver: Callable[[Req, bytes], ExportOutcome],
-        cost: RequestCost | None,
-    ) -> ExportOutcome:
-        """On a worker thread: count and budget (unless `cost` was taken already), parse,
-        decode and hand over one request."""
-        started = time.thread_time()
-        taken = cost.bytes if cost is not None else 0
-        try:
-            check_room(self._consumer, len(data), self._stats)
-            if cost is None:
-                cost = admit(
-                    data,
-                    signal,
-                    "protobuf",
-                    self._limits.max_request_objects,
-                    self._budget,
-                    self._stats,
-                )
-                taken = cost.bytes
-            request, data = parse_protobuf(data, cost, signal, self._max_value_depth, parse)
-            return deliver(request, data)
-        except Rejection as exc:
-            raise _Abort(
-                grpc.StatusCode.UNAVAILABLE if exc.retryable else grpc.StatusCode.INVALID_ARGUMENT,
-                exc.message,
-                retry_trailing_metadata(exc.message, exc.retry_after_s) if exc.retryable else (),
-            ) from exc
-        except OtlpDecodeError as exc:
-            self._stats.add("decode_errors")
-            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
-        except Refused as exc:
-            message = str(exc) or "pipeline is full"
-            raise _Abort(
-                grpc.StatusCode.UNAVAILABLE,
-                message,
-                retry_trailing_metadata(message, exc.retry_after_s),
-            ) from exc
-        except Exception as exc:
-            log.exception("OTLP/gRPC export failed")
-            self._stats.add("internal_errors")
-            raise _Abort(
-                grpc.StatusCode.INTERNAL, "internal error while handling the export"
-            ) from exc
-        finally:
-            if taken:
-                self._budget.give_back(taken)
-            self._stats.add_cpu(time.thread_time() - started)
-
-    def _trace_work(
-        self, data: bytes, cost: RequestCost | None
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
-        outcome = self._work(
-            data,
-            "traces",
-            parse_trace_request,
-            lambda request, body: deliver_spans(
-                self._consumer,
-                request,
-                self._stats,
-                max_value_depth=self._max_value_depth,
-                raw=RawRequest("traces", "protobuf", body),
-            ),
-            cost,
-        )
-        return trace_response(outcome)
-
-    def _logs_work(
-        self, data: bytes, cost: RequestCost | None
-    ) -> logs_service_pb2.ExportLogsServiceResponse:
-        outcome = self._work(
-            data,
-            "logs",
-            parse_logs_request,
-            lambda request, body: deliver_logs(
-                self._consumer,
-                request,
-                self._stats,
-                max_value_depth=self._max_value_depth,
-                raw=RawRequest("logs", "protobuf", body),
-            ),
-            cost,
-        )
-        return logs_response(outcome)
-
     async def _export_traces(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> Message:
-        return await self._export(requests, context, self._trace_work)
+        return await self._export(requests, context, self._otlp.traces)
 
     async def _export_logs(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> Message:
-        return await self._export(requests, context, self._logs_work)
+        return await self._export(requests, context, self._otlp.logs)

@@ -29,16 +29,17 @@ __all__ = [
     "DECODERS",
     "OBJECT_COST",
     "PARSER_MAX_DEPTH",
+    "SCHEMAS",
     "BodyError",
+    "Malformed",
     "MemoryBudget",
     "RequestCost",
     "TooLarge",
     "count_json_objects",
     "count_protobuf_objects",
-    "cut_deep_values",
     "inflate",
-    "needs_cut",
     "request_cost",
+    "varint_rest",
 ]
 
 # Memory a decode takes, measured with upb and the decoder on CPython 3.11: about 170 bytes
@@ -87,7 +88,9 @@ def _message_fields(root: Descriptor) -> dict[str, dict[int, str]]:
 
 _TRACE_ROOT = trace_service_pb2.ExportTraceServiceRequest.DESCRIPTOR
 _LOGS_ROOT = logs_service_pb2.ExportLogsServiceRequest.DESCRIPTOR
-_SCHEMAS = {
+# Per signal: the request's message type and, for every message type it reaches, field number
+# → the message type that field holds.
+SCHEMAS = {
     "traces": (_TRACE_ROOT.full_name, _message_fields(_TRACE_ROOT)),
     "logs": (_LOGS_ROOT.full_name, _message_fields(_LOGS_ROOT)),
 }
@@ -98,15 +101,15 @@ _CHILD_KEYS = {
         name: {number << 3 | 2: child for number, child in fields.items()}
         for name, fields in schema.items()
     }
-    for signal, (_, schema) in _SCHEMAS.items()
+    for signal, (_, schema) in SCHEMAS.items()
 }
 # upb, the protobuf parser, refuses a message nested deeper than this (its default limit,
 # which its Python binding does not let us raise).
 PARSER_MAX_DEPTH = 100
 
 
-class _Malformed(Exception):
-    pass
+class Malformed(Exception):
+    """The body is not valid protobuf where it was walked."""
 
 
 def count_protobuf_objects(data: bytes | bytearray | memoryview, signal: str, cap: int) -> int:
@@ -122,7 +125,7 @@ def count_protobuf_objects(data: bytes | bytearray | memoryview, signal: str, ca
 
 def _walk(data: bytes | bytearray | memoryview, signal: str, cap: int) -> tuple[int, int]:
     """(objects counted, deepest message nesting seen); see `count_protobuf_objects`."""
-    root, _ = _SCHEMAS[signal]
+    root, _ = SCHEMAS[signal]
     keys = _CHILD_KEYS[signal]
     buf = data if isinstance(data, bytes | bytearray) else bytes(data)
     deepest = 1
@@ -140,7 +143,7 @@ def _walk(data: bytes | bytearray | memoryview, signal: str, cap: int) -> tuple[
                 key = buf[pos]
                 pos += 1
                 if key >= 0x80:
-                    key, pos = _varint_rest(buf, pos, key)
+                    key, pos = varint_rest(buf, pos, key)
                 count += 1
                 if count > cap:
                     return cap + 1, deepest
@@ -149,7 +152,7 @@ def _walk(data: bytes | bytearray | memoryview, signal: str, cap: int) -> tuple[
                     length = buf[pos]
                     pos += 1
                     if length >= 0x80:
-                        length, pos = _varint_rest(buf, pos, length)
+                        length, pos = varint_rest(buf, pos, length)
                     child = children.get(key)
                     if child is not None and length:
                         # Come back to the rest of this message after the child.
@@ -168,13 +171,13 @@ def _walk(data: bytes | bytearray | memoryview, signal: str, cap: int) -> tuple[
                 elif wire == 5:
                     pos += 4
                 else:
-                    raise _Malformed
-    except (_Malformed, IndexError):
+                    raise Malformed
+    except (Malformed, IndexError):
         return count, deepest
     return count, deepest
 
 
-def _varint_rest(view: bytes | bytearray | memoryview, pos: int, first: int) -> tuple[int, int]:
+def varint_rest(view: bytes | bytearray | memoryview, pos: int, first: int) -> tuple[int, int]:
     value = first & 0x7F
     shift = 7
     while True:
@@ -185,7 +188,7 @@ def _varint_rest(view: bytes | bytearray | memoryview, pos: int, first: int) -> 
             return value, pos
         shift += 7
         if shift > 63:
-            raise _Malformed
+            raise Malformed
 
 
 def count_json_objects(data: bytes | bytearray | memoryview) -> int:
@@ -221,158 +224,6 @@ def request_cost(
             "(receivers.max_request_objects): send smaller batches"
         )
     return RequestCost(objects, objects * OBJECT_COST + len(body) * BYTE_COST, depth)
-
-
-# --- cutting values nested too deep, before the parser refuses the whole request -----------
-
-_ANY_VALUE = "opentelemetry.proto.common.v1.AnyValue"
-# AnyValue fields holding nested values: array_value, kvlist_value.
-_CONTAINER_FIELDS = (5, 6)
-
-
-def needs_cut(cost: RequestCost, max_value_depth: int) -> bool:
-    """Whether a body this deep may hold a value nested past `max_value_depth` or past what
-    the parser takes (an attribute value sits 6 messages deep, each level of nesting adds 2
-    or 3)."""
-    return cost.depth > min(PARSER_MAX_DEPTH - 3, 4 + 2 * max_value_depth)
-
-
-def cut_deep_values(data: bytes, signal: str, max_value_depth: int, marker: str) -> bytes:
-    """`data` with every attribute or body value nested deeper than `max_value_depth`, or so
-    deep the parser would refuse the whole request, replaced by the string `marker` (what
-    decoding puts in place of a value past `max_value_depth` anyway). Untouched parts are
-    copied as they are; a body that is not valid protobuf is returned unchanged, for the
-    parser to reject."""
-    root, schema = _SCHEMAS[signal]
-    encoded = marker.encode()
-    replacement = b"\x0a" + _varint_bytes(len(encoded)) + encoded
-    try:
-        rewritten = _rewrite(
-            memoryview(data), 0, len(data), root, 1, 0, schema, max_value_depth, replacement
-        )
-    except (_Malformed, IndexError):
-        return data
-    return data if rewritten is None else rewritten
-
-
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_varint(view: memoryview, pos: int) -> tuple[int, int]:
-    byte = view[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    return _varint_rest(view, pos + 1, byte)
-
-
-def _holds_container(view: memoryview, pos: int, end: int) -> bool:
-    while pos < end:
-        key, pos = _read_varint(view, pos)
-        wire = key & 7
-        if (key >> 3) in _CONTAINER_FIELDS:
-            return True
-        if wire == 0:
-            _, pos = _read_varint(view, pos)
-        elif wire == 2:
-            length, pos = _read_varint(view, pos)
-            pos += length
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise _Malformed
-    return False
-
-
-def _rewrite(
-    view: memoryview,
-    start: int,
-    end: int,
-    type_name: str,
-    depth: int,
-    value_depth: int,
-    schema: dict[str, dict[int, str]],
-    max_value_depth: int,
-    replacement: bytes,
-) -> bytes | None:
-    """The message in view[start:end] with too-deep values cut, or None if nothing changed.
-    Recurses at most PARSER_MAX_DEPTH levels: anything deeper is cut before it is entered."""
-    children = schema[type_name]
-    pieces: list[bytes | memoryview] = []
-    last = start
-    pos = start
-    while pos < end:
-        key, pos = _read_varint(view, pos)
-        wire = key & 7
-        if wire == 0:
-            _, pos = _read_varint(view, pos)
-            continue
-        if wire == 1:
-            pos += 8
-            continue
-        if wire == 5:
-            pos += 4
-            continue
-        if wire != 2:
-            raise _Malformed
-        tag_end = pos
-        length, pos = _read_varint(view, pos)
-        child_start, child_end = pos, pos + length
-        pos = child_end
-        if child_end > end:
-            raise _Malformed
-        child = children.get(key >> 3)
-        if child is None:
-            continue
-        child_depth = depth + 1
-        new: bytes | None
-        if child == _ANY_VALUE:
-            child_value_depth = value_depth + 1
-            if child_value_depth > max_value_depth or (
-                child_depth + 3 > PARSER_MAX_DEPTH
-                and _holds_container(view, child_start, child_end)
-            ):
-                new = replacement
-            else:
-                new = _rewrite(
-                    view,
-                    child_start,
-                    child_end,
-                    child,
-                    child_depth,
-                    child_value_depth,
-                    schema,
-                    max_value_depth,
-                    replacement,
-                )
-        elif child_depth >= PARSER_MAX_DEPTH:
-            new = b""
-        else:
-            new = _rewrite(
-                view,
-                child_start,
-                child_end,
-                child,
-                child_depth,
-                value_depth,
-                schema,
-                max_value_depth,
-                replacement,
-            )
-        if new is not None:
-            pieces += (view[last:tag_end], _varint_bytes(len(new)), new)
-            last = child_end
-    if not pieces:
-        return None
-    pieces.append(view[last:end])
-    return b"".join(pieces)
 
 
 # --- a memory budget shared by requests in flight ------------------------------------------
