@@ -59,6 +59,10 @@ class ClarificationConfig:
     # Argument names whose values are the agent's own to make up (a summary, a note), not a
     # choice the user makes.
     free_argument_pattern: str = r"summary|note|comment|reason|message|description|title|body"
+    # Identifiers listed side by side in one object of a result (the keys of a user's
+    # payment methods: a card, a gift card, a voucher) are offers of one choice, whatever
+    # their names: choosing one of them unasked is an unasked choice.
+    siblings_are_offers: bool = True
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -100,9 +104,11 @@ class _ClarificationRun(DetectorRun):
         "offered",
         "reported",
         "said",
+        "siblings",
         "task_seen",
         "told",
         "unclear",
+        "user_said",
     )
     kinds = frozenset(
         {StepKind.HUMAN, StepKind.LLM, StepKind.AGENT, StepKind.HANDOFF, StepKind.TOOL}
@@ -126,6 +132,11 @@ class _ClarificationRun(DetectorRun):
         # coupon's amount): saying one of those names it.
         self.offered: dict[str, set[str]] = {}
         self.aliases: dict[str, set[str]] = {}
+        # Identifiers a result listed side by side (the keys of one object): each with the
+        # others of its object.
+        self.siblings: dict[str, set[str]] = {}
+        # Tokens of the user's own turns: "the gift card" there names the only one.
+        self.user_said: set[str] = set()
 
     def _learn(self, text: str) -> None:
         if text == self.last_learnt:
@@ -145,6 +156,8 @@ class _ClarificationRun(DetectorRun):
             self.unclear = None
             self._learn(step.input_text)
             self._say(step.input_text or step.output_text)
+            if len(self.user_said) < _MAX_WORDS:
+                self.user_said |= _tokens(step.input_text or step.output_text)
             self.told = self.told or bool(step.input_text)
             return ()
         if step.kind in (_LLM, _AGENT, _HANDOFF):
@@ -203,6 +216,11 @@ class _ClarificationRun(DetectorRun):
             self.offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
         for value, others in _objects_holding(result[:100_000], choice):
             self.aliases.setdefault(value, set()).update(others)
+        if self.config.siblings_are_offers:
+            for group in _keyed_side_by_side(result[:100_000], choice):
+                for value in group:
+                    if len(self.siblings) < _MAX_WORDS:
+                        self.siblings.setdefault(value, set()).update(group - {value})
 
     def _unasked(self, step: Step) -> tuple[str, str, list[str]] | None:
         """The first (argument, value, the other offers of its kind) of a change that nobody
@@ -217,7 +235,9 @@ class _ClarificationRun(DetectorRun):
             match = choice.fullmatch(value)
             if match is None:
                 continue
-            offers = self.offered.get(match.group("kind").lower(), set())
+            offers = self.offered.get(match.group("kind").lower(), set()) | self.siblings.get(
+                value.lower(), set()
+            )
             if len(offers | {value.lower()}) < 2 or value.lower() in self.said:
                 continue
             digits = _DIGITS.findall(value)
@@ -226,6 +246,11 @@ class _ClarificationRun(DetectorRun):
             if self._named_by_alias(value.lower(), offers):
                 continue
             kind = match.group("kind").lower()
+            # The user's "the gift card" names the only offer of its kind.
+            same = self.offered.get(kind, set()) | {value.lower()}
+            kind_words = [w for w in re.split(r"[_.\-\s]+", kind) if w]
+            if len(same) == 1 and kind_words and all(w in self.user_said for w in kind_words):
+                continue
             same_kind = {
                 v.lower()
                 for _, v in arguments
@@ -333,6 +358,29 @@ def _objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[
             for value in scalars:
                 if choice.fullmatch(value):
                     out.append((value, {s for s in scalars if s != value and len(s) >= 3}))
+            todo.extend(v for v in node.values() if isinstance(v, dict | list))
+    return out
+
+
+def _keyed_side_by_side(text: str, choice: re.Pattern[str]) -> list[set[str]]:
+    """For a JSON result: the identifiers that are the keys of one object (two or more),
+    lower-cased: `{"credit_card_1": {...}, "gift_card_2": {...}}` lists two offers."""
+    if not text or text.lstrip()[:1] not in ("{", "["):
+        return []
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    out: list[set[str]] = []
+    todo = [doc]
+    while todo and len(out) < 1000:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            keyed = {str(k).lower() for k in node if choice.fullmatch(str(k))}
+            if len(keyed) >= 2:
+                out.append(keyed)
             todo.extend(v for v in node.values() if isinstance(v, dict | list))
     return out
 

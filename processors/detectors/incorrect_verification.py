@@ -15,15 +15,25 @@ One finding per run, at the check (or the change, for a wrong target). And, as t
   such as an email address), the agent looked a record up, the record holds one identifier of
   that shape and it is another, and the agent went on without saying so
   (`mismatch_pattern`): it read the record and concluded it was the user's.
+And at close:
+- `change_on_past_record`: a change acted on a record (an id in its arguments) that the run
+  had read (a read naming that id returned a JSON object holding it), and every dated item of
+  that record (the objects of its lists: segments, events, line items) is dated before the
+  current date the run's own instructions give (`current_date_pattern` over
+  `mast.task.description`): the record says it is over, and the agent acted as if it were
+  still to come.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
+from processors import conventions
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.detectors.missing_verification import (
@@ -78,8 +88,36 @@ class IncorrectVerificationConfig:
         r"address|profile|user)|\bnot the same\b|\bcould not (verify|confirm)"
     )
 
+    # The current date in the run's instructions (`mast.task.description`): the first group
+    # is an ISO date (YYYY-MM-DD). "" turns `change_on_past_record` off.
+    current_date_pattern: str = (
+        r"\bcurrent (?:date|time|day)(?: is|:)\s*(?:now\s*)?(\d{4}-\d{2}-\d{2})"
+    )
+    # Records read and changes on them remembered per run for `change_on_past_record`.
+    max_tracked_records: int = 256
+    # Item dates more than this many days before the current date (a birth date) are not
+    # the record's business; a record needs a dated item within them.
+    past_window_days: int = 365
+    # `change_on_past_record` findings per run (one per record).
+    max_findings_per_run: int = 3
+
     def validate(self) -> None:
         """Every value of this section is valid."""
+        for key in ("max_tracked_records", "past_window_days", "max_findings_per_run"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"detectors.incorrect_verification.{key} must be >= 1")
+        if self.current_date_pattern:
+            try:
+                groups = re.compile(self.current_date_pattern).groups
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.incorrect_verification.current_date_pattern: invalid regular "
+                    f"expression ({exc})"
+                ) from exc
+            if groups < 1:
+                raise ValueError(
+                    "detectors.incorrect_verification.current_date_pattern needs a group: the date"
+                )
         patterns = [
             ("failure_result_pattern", self.failure_result_pattern),
             ("success_statement_pattern", self.success_statement_pattern),
@@ -118,6 +156,9 @@ class IncorrectVerification(Detector):
         self.success_statement = re.compile(c.success_statement_pattern, flags)
         self.identities = [re.compile(p, flags) for p in c.identity_patterns]
         self.mismatch = re.compile(c.mismatch_pattern, flags)
+        self.current_date = (
+            re.compile(c.current_date_pattern, flags) if c.current_date_pattern else None
+        )
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -140,7 +181,16 @@ class _Conclusions:
     """What the model concluded from results as the run went: success told after a failed
     change, a record taken for the user's though its identifier differs."""
 
-    __slots__ = ("detector", "failed", "given", "reported", "suspect", "user_text")
+    __slots__ = (
+        "changes",
+        "detector",
+        "failed",
+        "given",
+        "records",
+        "reported",
+        "suspect",
+        "user_text",
+    )
 
     def __init__(self, detector: IncorrectVerification) -> None:
         self.detector = detector
@@ -151,6 +201,10 @@ class _Conclusions:
         self.suspect: tuple[StepRef, str, str] | None = None
         self.reported: set[str] = set()
         self.user_text = ""
+        # Records read by id: id -> (the read, the dates of its dated items).
+        self.records: dict[str, tuple[StepRef, tuple[str, ...]]] = {}
+        # Changes on records read before: (change, its call, id, the read, item dates).
+        self.changes: list[tuple[StepRef, str, str, StepRef, tuple[str, ...]]] = []
 
     def observe(self, step: Step, run: Run) -> list[Finding]:
         if step.kind is _HUMAN:
@@ -180,9 +234,101 @@ class _Conclusions:
                 self.failed = (run.ref(step), call, short(result, 200))
             else:
                 self.failed = None
+                self._change(step, run)
+        elif detector.current_date is not None and not step.failed:
+            self._read(step, run)
         if self.given and result and self.suspect is None:
             self._identity(step, result, run)
         return []
+
+    def _read(self, step: Step, run: Run) -> None:
+        """Remember the dated items of a record a read asked for by id."""
+        ids = self.detector.classifier.identifiers(step.tool_arguments)
+        text = step.tool_result.strip()
+        if not ids or not text.startswith("{"):
+            return
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(record, dict):
+            return
+        held = {
+            str(v).strip().lower()
+            for v in record.values()
+            if isinstance(v, str | int) and not isinstance(v, bool)
+        }
+        dates = _item_dates(record)
+        for one in ids & held:
+            if one in self.records or len(self.records) < self.detector.config.max_tracked_records:
+                if dates:
+                    self.records[one] = (run.ref(step), tuple(dates))
+                else:
+                    self.records.pop(one, None)
+
+    def _change(self, step: Step, run: Run) -> None:
+        if len(self.changes) >= self.detector.config.max_tracked_records:
+            return
+        for one in sorted(self.detector.classifier.identifiers(step.tool_arguments)):
+            if one in self.records:
+                read, dates = self.records[one]
+                call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+                self.changes.append((run.ref(step), call, one, read, dates))
+
+    def close(self, run: Run) -> list[Finding]:
+        """`change_on_past_record`: changes on records whose items all lie before the current
+        date the run's instructions give."""
+        pattern = self.detector.current_date
+        if pattern is None or not self.changes:
+            return []
+        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
+        match = pattern.search(instructions[:100_000])
+        if match is None:
+            return []
+        today = match.group(1)
+        window = self.detector.config.past_window_days
+        out: list[Finding] = []
+        seen: set[str] = set()
+        for change, call, one, read, all_dates in self.changes:
+            if one in seen or len(out) >= self.detector.config.max_findings_per_run:
+                continue
+            # Dates long before today (a birth date, an archive date) say nothing of whether
+            # the record's business is still to come.
+            recent = []
+            for day in all_dates:
+                days = _days_between(day, today)
+                if days is None:
+                    break
+                if days <= window:
+                    recent.append(day)
+            else:
+                if not recent or max(recent) >= today:
+                    continue
+                latest, count = max(recent), len(recent)
+                seen.add(one)
+                out.append(
+                    self.detector.finding(
+                        at=change,
+                        rule="change_on_past_record",
+                        confidence=0.7,
+                        message=(
+                            f"{call} acted on {one}, whose record ({read.tool_name}) has all its "
+                            f"{count} dated items before the current date the instructions give "
+                            f"(latest {latest}, today {today}): the record says it is over and "
+                            f"the agent acted as if it were still to come"
+                        ),
+                        evidence=[read, change],
+                        values={
+                            "call": call,
+                            "record": one,
+                            "latest_item_date": latest,
+                            "items": count,
+                            "current_date": today,
+                        },
+                        run=run,
+                    )
+                )
+        return out
 
     def _identity(self, step: Step, result: str, run: Run) -> None:
         for pattern in self.detector.identities:
@@ -265,6 +411,9 @@ class _IncorrectVerificationRun(DetectorRun):
         return self.conclusions.observe(step, run)
 
     def on_close(self, run: Run) -> Iterable[Finding]:
+        return [*self.conclusions.close(run), *self._claims(run)]
+
+    def _claims(self, run: Run) -> Iterable[Finding]:
         ledger = self.ledger
         answer = ledger.final_answer
         if answer is None or not ledger.claims_success():
@@ -371,6 +520,34 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         return self.conclusions.observe(step, run)
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:$|[T ]\d)")
+
+
+def _item_dates(record: dict[str, Any]) -> list[str]:
+    """The date (YYYY-MM-DD) of each dated item of a record: the latest date among the string
+    fields of each object in its top-level lists (a reservation's flights, an order's
+    shipments, a ticket's events). The record's own fields (when it was created) are not
+    items."""
+    dates: list[str] = []
+    for value in record.values():
+        if not isinstance(value, list):
+            continue
+        for item in value[:256]:
+            if not isinstance(item, dict):
+                continue
+            held = [v[:10] for v in item.values() if isinstance(v, str) and _ISO_DATE.match(v)]
+            if held:
+                dates.append(max(held))
+    return dates
+
+
+def _days_between(earlier: str, later: str) -> int | None:
+    try:
+        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
+    except ValueError:
+        return None
 
 
 FACTORY = DetectorFactory(

@@ -22,7 +22,13 @@ Rules, comparing a model call's output with what follows it:
 - `claimed_unperformed_action`: the model says it has done something ("one bag has been
   added", "I have cancelled ...": `claimed_action_pattern`) and no successful change before
   it is of that kind: no successful mutating call names the verb or the thing claimed in its
-  tool name or argument names.
+  tool name or argument names;
+- `report_contradicts_result`: a change's result is a record the run had read before (a JSON
+  object holding an id of the call's arguments), the items it added to that record's lists
+  (a payment line, a new segment) hold numbers, and the model's next words to the user tell
+  an amount in a sentence about money moving (`charge_statement_pattern`: "charged",
+  "processed", "refunded") that is none of those numbers: it reports what it meant to do, not
+  what the result shows.
 """
 
 from __future__ import annotations
@@ -59,6 +65,11 @@ _CHANGE_INTENT = re.compile(
 )
 _MAX_WORDS = 50_000
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# A sentence about what is still to happen or might, or an amount per unit ("$38 per
+# passenger"): no report of the total that was moved.
+_NOT_DONE = re.compile(
+    r"\b(will|would|can|could|may|once|if|when|should|per|each)\b", re.IGNORECASE
+)
 _LET_ME_KNOW = re.compile(r"\blet me know\b", re.IGNORECASE)
 
 
@@ -152,6 +163,13 @@ class ReasoningActionConfig:
     )
     # Words in the thing claimed that make it a possibility, not a deed ("bags can be added").
     claim_modal_pattern: str = r"\b(be|to|will|would|can|could|may|might|should|must|being)\b"
+    # A sentence telling the user money moved; an amount in it is compared with the numbers
+    # of the items a change added to its record. "" turns `report_contradicts_result` off.
+    charge_statement_pattern: str = (
+        r"\b(charged|processed|paid|billed|debited|deducted|refunded|credited|collected)\b"
+    )
+    # Records (by id) whose list items are remembered per run for that comparison.
+    max_tracked_records: int = 256
     # A call argument that is a calculation; "" turns `unsupported_operand` off.
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
     # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
@@ -168,6 +186,7 @@ class ReasoningActionConfig:
             "claim_condition_pattern",
             "claim_modal_pattern",
             "expression_pattern",
+            "charge_statement_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -177,6 +196,8 @@ class ReasoningActionConfig:
                 ) from exc
         if self.max_values_per_run < 0:
             raise ValueError("detectors.reasoning_action.max_values_per_run must be >= 0")
+        if self.max_tracked_records < 1:
+            raise ValueError("detectors.reasoning_action.max_tracked_records must be >= 1")
 
 
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -246,6 +267,11 @@ class ReasoningAction(Detector):
         self.terms_in: Callable[[str], frozenset[str]] = lru_cache(maxsize=4096)(self._terms_in)
         c = self.config
         self.value = re.compile(c.value_pattern, re.IGNORECASE) if c.value_pattern else None
+        self.charge = (
+            re.compile(c.charge_statement_pattern, re.IGNORECASE)
+            if c.charge_statement_pattern
+            else None
+        )
         self.claimed = (
             re.compile(c.claimed_action_pattern, re.IGNORECASE)
             if c.claimed_action_pattern
@@ -283,7 +309,9 @@ class _ReasoningRun(DetectorRun):
         "detector",
         "findings",
         "names",
+        "pending_report",
         "reasoning",
+        "records",
         "seen",
         "told",
         "unobserved",
@@ -308,6 +336,10 @@ class _ReasoningRun(DetectorRun):
         self.told: list[_Told] = []
         self.changes: list[frozenset[str]] = []
         self.user_text = ""
+        # The list items of each record read, by id (fingerprints), and the last change that
+        # added items to a record read before: (change, call, id, the added items' numbers).
+        self.records: dict[str, frozenset[str]] = {}
+        self.pending_report: tuple[StepRef, str, str, frozenset[float]] | None = None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -500,9 +532,89 @@ class _ReasoningRun(DetectorRun):
             run,
         )
 
+    def _record(self, step: Step, action_kind: ActionKind, run: Run) -> None:
+        """Remember a record's list items; after a change, what it added to a record."""
+        if self.detector.charge is None or step.failed:
+            return
+        text = step.tool_result.strip()
+        if not text.startswith("{"):
+            return
+        ids = self.detector.classifier.identifiers(step.tool_arguments)
+        if not ids:
+            return
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(record, dict):
+            return
+        held = {
+            str(v).strip().lower()
+            for v in record.values()
+            if isinstance(v, str | int) and not isinstance(v, bool)
+        }
+        items = _list_items(record)
+        for one in sorted(ids & held):
+            before = self.records.get(one)
+            if action_kind is _MUTATING and before is not None:
+                added = [json.loads(i) for i in items - before]
+                found = frozenset(
+                    round(abs(float(v)), 2)
+                    for item in added
+                    for v in item.values()
+                    if isinstance(v, int | float) and not isinstance(v, bool)
+                )
+                if found:
+                    call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+                    self.pending_report = (run.ref(step), call, one, found)
+            if before is not None or len(self.records) < self.config.max_tracked_records:
+                self.records[one] = items
+
+    def _report(self, step: Step, run: Run) -> list[Finding]:
+        """The model's first words after a change that added items to a record."""
+        pending = self.pending_report
+        if pending is None or not step.output_text or self.detector.value is None:
+            return []
+        self.pending_report = None
+        change, call, record, found = pending
+        charge = self.detector.charge
+        assert charge is not None
+        for sentence in _SENTENCE.split(step.output_text[:8000]):
+            if not charge.search(sentence) or _NOT_DONE.search(sentence):
+                continue
+            told = []
+            for match in self.detector.value.finditer(sentence):
+                values = numbers(match.group())
+                if len(values) == 1:
+                    told.append((match.group().strip(), next(iter(values))))
+            # A sentence naming several amounts (a split payment) contradicts the result only
+            # if none of them is what the result shows.
+            if not told or any(value in found or value == 0 for _, value in told):
+                continue
+            amount, value = told[0]
+            shown = ", ".join(f"{v:g}" for v in sorted(found)[:8])
+            return self._emit(
+                step,
+                "report_contradicts_result",
+                0.75,
+                f"the model told {amount} ({short(sentence.strip(), 140)!r}) after {call}, "
+                f"whose result added to {record} items holding {shown}, not {amount}",
+                [change, step],
+                {
+                    "said": short(sentence.strip()),
+                    "told": value,
+                    "call": call,
+                    "record": record,
+                    "result_values": sorted(found)[:20],
+                },
+                run,
+            )
+        return []
+
     def _on_model(self, step: Step, run: Run) -> list[Finding]:
         findings: list[Finding] = []
         text = step.output_text
+        findings.extend(self._report(step, run))
         self._amounts(step, run)
         findings.extend(self._claims(step, run))
         if step.tool_calls:
@@ -547,6 +659,7 @@ class _ReasoningRun(DetectorRun):
         findings: list[Finding] = []
         if reasoning is not None:
             findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
+        self._record(step, action.kind, run)
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets
         if action.kind is _MUTATING and not step.failed and len(self.changes) < _MAX_WORDS:
@@ -614,6 +727,17 @@ class _ReasoningRun(DetectorRun):
             return []
         self.findings += 1
         return [self.detector.finding(at, rule, confidence, message, evidence, dict(values), run)]
+
+
+def _list_items(record: dict[str, Any]) -> frozenset[str]:
+    """The objects in a record's top-level lists, each as canonical JSON."""
+    out: set[str] = set()
+    for value in record.values():
+        if isinstance(value, list):
+            for item in value[:256]:
+                if isinstance(item, dict):
+                    out.add(json.dumps(item, sort_keys=True))
+    return frozenset(out)
 
 
 def _call_stems(tool: str, arguments: str) -> frozenset[str]:

@@ -17,6 +17,11 @@ once ids and numbers are blanked), `near_duplicate_min_repeats` times: a retry l
 changes a detail and never the approach. Successful calls whose results change (polling) are
 never near duplicates.
 
+Rule `repeated_request`: the agent asks the user for the same identifier (a "reservation ID",
+a "ticket number": `request_pattern`) in `request_min_turns` of its own turns with no tool call
+between them: the same request over and over, never another way to the record (looking it up
+by what the user did give). A tool call ends the stretch.
+
 Rule `cycle`: the last tool calls form a short cycle (A,B,A,B,... of up to `max_cycle_period`
 distinct calls) that has come round `min_cycle_repeats` times with unchanged results.
 
@@ -33,9 +38,10 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorFactory, short
+from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
 
@@ -43,6 +49,7 @@ from processors.run import DetectorRun, Run
 # class is several. Private to this module's per-step code.
 _MUTATING = ActionKind.MUTATING
 _TOOL = StepKind.TOOL
+_LLM = StepKind.LLM
 
 
 @dataclass(slots=True)
@@ -73,6 +80,8 @@ class _Retry:
 
 
 _TOP_FIELD = re.compile(r"^\.?[^.\[]*")
+# A value right after the thing named ("flight number HAT266", "ticket id: 4521").
+_GIVEN_VALUE = re.compile(r"[\s:*#'\"`(]{1,6}[a-z0-9_.@-]*\d", re.IGNORECASE)
 _ID_LIKE = re.compile(r"[a-z0-9_.@-]*\d[a-z0-9_.@-]*")
 
 
@@ -99,8 +108,27 @@ class StepRepetitionConfig:
     near_duplicate_max_changed_fields: int = 1
     # ...or, for text arguments, they are at least this alike (0..1, difflib ratio).
     near_duplicate_text_similarity: float = 0.9
+    # What names an identifier the agent asks the user for, in the agent's own text: the first
+    # group is the thing asked for ("reservation id", "order number").
+    request_pattern: str = r"\b([a-z]+[ _-](?:id|ids|number|identifier))\b"
+    # Agent turns asking for the same identifier, with no tool call between them, that make a
+    # repeated request (0: off).
+    request_min_turns: int = 4
 
     def validate(self) -> None:
+        if self.request_min_turns < 2 and self.request_min_turns != 0:
+            raise ValueError(
+                "detectors.step_repetition.request_min_turns must be 0 (off) or at least 2"
+            )
+        try:
+            if re.compile(self.request_pattern).groups < 1:
+                raise ValueError(
+                    "detectors.step_repetition.request_pattern needs a group: the thing asked for"
+                )
+        except re.error as exc:
+            raise ValueError(
+                f"detectors.step_repetition.request_pattern: invalid regular expression ({exc})"
+            ) from exc
         if self.min_repeats < 2:
             raise ValueError("detectors.step_repetition.min_repeats must be at least 2")
         if self.max_gap_steps < 0:
@@ -130,6 +158,10 @@ class StepRepetition(Detector):
     version = "1.0"
     config: StepRepetitionConfig
 
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
+        self.request = re.compile(self.config.request_pattern, re.IGNORECASE)
+
     def open(self, run: Run) -> DetectorRun:
         return _StepRepetitionRun(self)
 
@@ -144,12 +176,15 @@ class _StepRepetitionRun(DetectorRun):
         "detector",
         "recent",
         "reported_cycles",
+        "reported_requests",
+        "request_words",
+        "requests",
         "retries",
         "streaks",
         "tool_index",
         "world",
     )
-    kinds = frozenset({StepKind.TOOL})
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
 
     def __init__(self, detector: StepRepetition) -> None:
         self.detector = detector
@@ -165,10 +200,18 @@ class _StepRepetitionRun(DetectorRun):
         self.reported_cycles: set[tuple[_Token, ...]] = set()
         # Recent failing calls, each the latest of its retry loop.
         self.retries: deque[_Retry] = deque(maxlen=16)
+        # Identifiers the agent asked the user for since the last tool call: their turns.
+        self.requests: dict[str, list[StepRef]] = {}
+        self.reported_requests: set[str] = set()
+        self.request_words: dict[str, str] = {}
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind is _LLM:
+            return self._request(step, run)
         if step.kind is not _TOOL or not step.tool_name:
             return ()
+        self.requests.clear()
+        self.request_words.clear()
         classifier = self.detector.classifier
         self.tool_index += 1
         key = classifier.canonical_call(step.tool_name, step.tool_arguments)
@@ -214,6 +257,63 @@ class _StepRepetitionRun(DetectorRun):
         if cycle is not None:
             findings.append(self._cycle_finding(step, cycle, run))
         return findings
+
+    def _request(self, step: Step, run: Run) -> Iterable[Finding]:
+        """An agent turn that speaks to the user (no tool call) asking for identifiers."""
+        needed = self.config.request_min_turns
+        if not needed or step.tool_calls or not step.output_text:
+            return ()
+        text = step.output_text[:4000]
+        asked = {
+            " ".join(m.group(1).lower().replace("_", " ").replace("-", " ").split())
+            for m in self.detector.request.finditer(text)
+            # "reservation ID UM3OG5": the agent names the value, it does not ask for it.
+            if not _GIVEN_VALUE.match(text, m.end())
+        }
+        ref = run.ref(step)
+        for item in sorted(asked):
+            turns = self.requests.setdefault(item, [])
+            if len(turns) < needed:
+                turns.append(ref)
+                # The words of the turn that completes the count, for the message.
+                if len(turns) == needed:
+                    self.request_words[item] = short(text, 240)
+        if len(self.requests) > 64:
+            self.requests = {k: v for k, v in self.requests.items() if len(v) > 1}
+        return ()
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        """Requests still unanswered when the run ends: the stretch since the last tool call
+        asked for the same identifier `request_min_turns` times and nothing came of it."""
+        needed = self.config.request_min_turns
+        findings: list[Finding] = []
+        for item, turns in sorted(self.requests.items()):
+            if needed and len(turns) >= needed and item not in self.reported_requests:
+                self.reported_requests.add(item)
+                findings.append(self._request_finding(item, turns, run))
+        return findings
+
+    def _request_finding(self, item: str, turns: list[StepRef], run: Run) -> Finding:
+        last = turns[-1]
+        words = self.request_words.get(item, "")
+        return self.detector.finding(
+            at=last,
+            rule="repeated_request",
+            confidence=0.7,
+            message=(
+                f"the agent asked the user for the {item} in {len(turns)} turns with no tool "
+                f"call between them and the run ended there, never trying another way: "
+                f"{short(words, 120)!r}"
+            ),
+            evidence=turns,
+            values={
+                "asked_for": item,
+                "turns": len(turns),
+                "threshold": self.config.request_min_turns,
+                "last_turn": words,
+            },
+            run=run,
+        )
 
     def _near_duplicate(self, step: Step, ref: StepRef) -> _Retry | None:
         """Join a failing call to the retry loop it nearly repeats; the loop when it is due."""

@@ -5,6 +5,7 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+from processors.detectors.config import DetectorsConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.steps import TASK, RunBuilder, analyse, rules
 
@@ -95,3 +96,51 @@ def test_hostile_arguments_and_results_are_read_without_a_crash():
     findings, signatures = analyse([*run.steps, run.root()])
     assert len(signatures) == 1
     assert all(f.message for f in findings)
+
+
+# --- offers listed side by side, of different kinds ------------------------------------------
+
+KEYED_WALLET = (
+    '{"customer": "c_118", "wallet": {"card_77310": {"brand": "amex", "last4": "0005"}, '
+    '"voucher_20411": {"balance": 30}}}'
+)
+
+
+def _keyed_refund(user_turn: str) -> RunBuilder:
+    """A shop's support agent reads a wallet keyed by method (one card, one voucher) and
+    refunds to the card."""
+    run = RunBuilder(agent="support")
+    run.human("Refund order 5512 please.")
+    run.llm(input_text="Refund order 5512 please.", calls=("get_customer",))
+    run.tool("get_customer", {"customer": "c_118"}, KEYED_WALLET)
+    run.llm(input_text="Refund order 5512 please.", output="I can refund order 5512 now.")
+    run.human(user_turn)
+    run.llm(input_text=user_turn, calls=("create_refund",))
+    run.tool("create_refund", {"order": "5512", "payment_method": "card_77310"}, "refunded")
+    return run
+
+
+def test_fm22_one_of_several_methods_of_different_kinds_picked_unasked():
+    findings = [f for f in analyse(_keyed_refund("Sure, go ahead.").steps)[0] if f.mode == "FM-2.2"]
+    assert [f.rule for f in findings] == ["unasked_choice"]
+    assert findings[0].evidence["others"] == ["voucher_20411"]
+
+
+def test_fm22_the_user_naming_the_only_one_of_its_kind_or_the_rule_off_is_silent():
+    # "my card": the wallet holds one card.
+    assert rules(_keyed_refund("Put it on my card.").steps, mode="FM-2.2") == []
+    config = DetectorsConfig()
+    config.clarification.siblings_are_offers = False
+    found = analyse(_keyed_refund("Sure, go ahead.").steps, config)[0]
+    assert [f for f in found if f.mode == "FM-2.2"] == []
+
+
+@needs_tau
+def test_fm22_real_run_charges_the_only_credit_card_among_certificates_and_a_gift_card():
+    # Run 183 charges credit_card_4196779 for an upgrade; the profile also holds two
+    # certificates and a gift card, and nobody asked which (labelled FM-2.2 at message 38).
+    found = tau_findings(183, "FM-2.2")
+    assert [f.evidence["value"] for f in found] == ["credit_card_4196779"]
+    assert "gift_card_5094406" in found[0].evidence["others"]
+    # Run 70: the user says "use the gift card", the profile's only one: silent.
+    assert tau_findings(70, "FM-2.2") == []

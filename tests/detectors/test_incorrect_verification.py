@@ -5,7 +5,15 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
+
+from collector.config import Config
+from processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.imported import findings_of
 from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules
 
 
@@ -95,3 +103,84 @@ def test_fm33_on_real_runs():
     assert [f.rule for f in found] == ["identity_mismatch"]
     assert "yara.garcia6882@example.com" in found[0].message
     assert tau_findings(6, "FM-3.3") == []
+
+
+# --- a change on a record whose items are all in the past ---------------------------------
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
+def _clinic(sessions: list[str], system: str = "The current date is 2025-03-10.") -> list[Any]:
+    """A clinic scheduling agent reads a booking and cancels it."""
+    booking = {
+        "booking_id": "BK-7731",
+        "patient_id": "P-220",
+        "created_at": "2025-02-01T09:00:00",
+        "sessions": [{"therapist": "Dr. Lee", "date": day} for day in sessions],
+        "patients": [{"name": "Ana Ruiz", "birth_date": "1981-06-02"}],
+    }
+    return [
+        {"role": "system", "content": f"You book physiotherapy sessions. {system}"},
+        {"role": "user", "content": "Please cancel my booking BK-7731, patient P-220."},
+        _call("c1", "get_booking", {"booking_id": "BK-7731"}),
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps(booking)},
+        {"role": "assistant", "content": "Your sessions can be cancelled. Shall I go ahead?"},
+        {"role": "user", "content": "yes"},
+        _call("c2", "cancel_booking", {"booking_id": "BK-7731"}),
+        {"role": "tool", "tool_call_id": "c2", "content": '{"booking_id": "BK-7731", "ok": 1}'},
+        {"role": "assistant", "content": "Booking BK-7731 has been cancelled."},
+    ]
+
+
+def test_fm33_clinic_agent_cancels_a_booking_whose_sessions_are_all_over():
+    found = [f for f in findings_of([_clinic(["2025-03-03", "2025-03-07"])]) if f.mode == "FM-3.3"]
+    assert [f.rule for f in found] == ["change_on_past_record"]
+    assert found[0].evidence["latest_item_date"] == "2025-03-07"
+    assert found[0].evidence["current_date"] == "2025-03-10"
+    # Two sessions: the patient's birth date is no session.
+    assert found[0].evidence["items"] == 2
+    assert "cancel_booking" in found[0].message and "get_booking" in found[0].message
+
+
+def test_fm33_a_record_still_to_come_or_no_stated_date_is_silent():
+    runs = [
+        _clinic(["2025-03-07", "2025-03-12"]),  # one session still to come
+        _clinic(["2025-03-10"]),  # today
+        _clinic([]),  # only a birth date: nothing of the booking is dated
+        _clinic(["2025-03-03"], system="Be kind."),  # the instructions give no date
+    ]
+    for run in runs:
+        assert [f.rule for f in findings_of([run]) if f.mode == "FM-3.3"] == []
+
+
+def test_fm33_past_record_rule_is_configured_and_checked():
+    config = Config()
+    config.detectors.incorrect_verification.current_date_pattern = ""
+    assert [f for f in findings_of([_clinic(["2025-03-03"])], config) if f.mode == "FM-3.3"] == []
+    with pytest.raises(ValueError, match="needs a group"):
+        IncorrectVerificationConfig(current_date_pattern=r"today is \d+").validate()
+    with pytest.raises(ValueError, match="past_window_days"):
+        IncorrectVerificationConfig(past_window_days=0).validate()
+
+
+@needs_tau
+def test_fm33_real_run_cancels_a_reservation_already_flown():
+    # Run 27 reads NQNU5R (flights on 2024-05-13 and 14; the instructions say the current time
+    # is 2024-05-15) and cancels it (labelled FM-3.3).
+    found = [f for f in tau_findings(27, "FM-3.3") if f.rule == "change_on_past_record"]
+    assert [f.evidence["record"] for f in found] == ["nqnu5r"]
+    assert found[0].evidence["latest_item_date"] == "2024-05-14"
+    # Run 2 changes JG7FMM and 2FBBAH, read before and still to come: silent.
+    assert [f for f in tau_findings(2, "FM-3.3") if f.rule == "change_on_past_record"] == []

@@ -5,8 +5,11 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+import pytest
+
 from processors import conventions
-from processors.detectors.reasoning_action import list_totals, numbers
+from processors.detectors.config import DetectorsConfig
+from processors.detectors.reasoning_action import ReasoningActionConfig, list_totals, numbers
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, rules
 
@@ -189,3 +192,71 @@ def test_fm26_a_summary_claiming_a_bag_never_added_on_a_real_run():
     # run 153 ends "- **Checked Bag:** 1 checked bag added"; no baggage update was ever made
     found = [f for f in tau_findings(153, "FM-2.6") if f.rule == "claimed_unperformed_action"]
     assert len(found) == 1 and "1 checked bag added" in found[0].message
+
+
+# --- a report of money moved that the change's result contradicts ---------------------------
+
+
+def _billing(
+    said: str, read_first: bool = True, config: DetectorsConfig | None = None
+) -> list[tuple[str, object]]:
+    """A subscription agent reads SUB-9, upgrades it (the result adds invoice I-2 for $85),
+    then tells the user `said`."""
+    run = RunBuilder(agent="billing")
+    ask = "Upgrade my subscription SUB-9 to the pro plan."
+    if read_first:
+        run.llm(input_text=ask, calls=("get_subscription",))
+        run.tool(
+            "get_subscription",
+            {"subscription_id": "SUB-9"},
+            '{"subscription_id": "SUB-9", "plan": "basic", '
+            '"invoices": [{"invoice_id": "I-1", "amount": 40}]}',
+        )
+    run.llm(input_text=ask, calls=("update_subscription",))
+    run.tool(
+        "update_subscription",
+        {"subscription_id": "SUB-9", "plan": "pro"},
+        '{"subscription_id": "SUB-9", "plan": "pro", "invoices": '
+        '[{"invoice_id": "I-1", "amount": 40}, {"invoice_id": "I-2", "amount": 85}]}',
+    )
+    run.llm(input_text=ask, output=said)
+    findings = analyse([*run.steps, run.root()], config)[0]
+    return [(f.rule, f.evidence) for f in findings if f.mode == "FM-2.6"]
+
+
+def test_fm26_billing_agent_reports_a_charge_the_result_contradicts():
+    # $45 is the difference of the two plans (supported as a value), but the invoice the
+    # upgrade added is $85.
+    found = _billing("Done: SUB-9 is on pro. $45 has been charged to your card.")
+    assert [rule for rule, _ in found] == ["report_contradicts_result"]
+    evidence = found[0][1]
+    assert isinstance(evidence, dict)
+    assert evidence["told"] == 45 and evidence["result_values"] == [85.0]
+    assert "update_subscription" in str(evidence["call"])
+
+
+def test_fm26_a_matching_report_a_future_charge_or_no_earlier_read_is_silent():
+    assert _billing("Done: SUB-9 is on pro. $85 has been charged to your card.") == []
+    assert _billing("Done. $45 per month will be charged from now on.") == []
+    assert _billing("Done: $45 has been charged to your card.", read_first=False) == []
+
+
+def test_fm26_report_rule_is_configured_and_checked():
+    config = DetectorsConfig()
+    config.reasoning_action.charge_statement_pattern = ""
+    assert _billing("Done: $45 has been charged to your card.", config=config) == []
+    with pytest.raises(ValueError, match="max_tracked_records"):
+        ReasoningActionConfig(max_tracked_records=0).validate()
+    with pytest.raises(ValueError, match="charge_statement_pattern"):
+        ReasoningActionConfig(charge_statement_pattern="(").validate()
+
+
+@needs_tau
+def test_fm26_real_run_reports_the_planned_charge_not_the_one_made():
+    # Run 117 tells the user $495 was charged; the update's result adds a payment of $1302
+    # (labelled FM-2.6 at message 26).
+    found = [f for f in tau_findings(117, "FM-2.6") if f.rule == "report_contradicts_result"]
+    assert [f.evidence["told"] for f in found] == [495]
+    assert 1302 in found[0].evidence["result_values"]
+    # Run 20 reports the $146 its update charged: silent.
+    assert [f for f in tau_findings(20, "FM-2.6") if f.rule == "report_contradicts_result"] == []

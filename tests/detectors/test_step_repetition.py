@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from collector.config import Config
 from processors.detectors.config import DetectorsConfig
-from tests.imported import tau_file, tau_findings
+from processors.detectors.step_repetition import StepRepetitionConfig
+from tests.imported import findings_of, tau_file, tau_findings
 from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
 
 needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
@@ -159,3 +161,97 @@ def test_fm13_tau_bench_payment_retry_loop():
     assert "near_duplicate_retry" in [f.rule for f in findings]
     # Run 0 (clean for FM-1.3) stays silent.
     assert tau_findings(0, "FM-1.3") == []
+
+
+# --- repeated requests to the user -----------------------------------------------------------
+
+
+def _helpdesk(agent_turns: list[str], users: list[str], tail: list[dict] | None = None) -> list:
+    """A helpdesk chat: the system prompt, then user and agent turns in turn."""
+    messages: list[dict] = [
+        {"role": "system", "content": "You are the IT helpdesk agent. Use the tools."}
+    ]
+    for user, agent in zip(users, agent_turns, strict=True):
+        messages.append({"role": "user", "content": user})
+        messages.append({"role": "assistant", "content": agent})
+    return messages + (tail or [])
+
+
+_ASKS = [
+    "I can reset it. Could you give me the ticket number of your earlier request?",
+    "To go on I need the ticket number. Please check your email for it.",
+    "Once you have the ticket number, let me know and I will reset the VPN token.",
+    "Take your time to find the ticket number; I will be here.",
+]
+_USERS = [
+    "My VPN token stopped working. My email is ana.ruiz@example.org.",
+    "I don't have the ticket number, but you have my email.",
+    "Can't you look it up by my email?",
+    "OK, I'll look for it later.",
+]
+
+
+def test_fm13_helpdesk_agent_asks_for_the_same_ticket_number_until_the_run_ends():
+    findings = [f for f in findings_of([_helpdesk(_ASKS, _USERS)]) if f.mode == "FM-1.3"]
+    assert [f.rule for f in findings] == ["repeated_request"]
+    assert findings[0].evidence["asked_for"] == "ticket number"
+    assert findings[0].evidence["turns"] == 4
+    assert len(findings[0].evidence_span_ids) == 4
+    assert "ticket number" in findings[0].message and "Take your time" in findings[0].message
+
+
+def test_fm13_requests_that_end_in_a_lookup_or_name_the_value_stay_silent():
+    # The user gives the number at last and the agent looks the ticket up: the stretch ended.
+    answered = _helpdesk(
+        _ASKS,
+        [*_USERS[:3], "Found it: INC-20431."],
+        [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_ticket", "arguments": '{"ticket": "INC-20431"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": '{"ticket": "INC-20431"}'},
+            {"role": "assistant", "content": "Your token is reset."},
+        ],
+    )
+    # Turns that name the value ("ticket number INC-20431") do not ask for it.
+    named = _helpdesk(
+        [f"Your ticket number INC-2043{i} is open; anything else?" for i in range(4)], _USERS
+    )
+    # Three requests stay below the threshold.
+    three = _helpdesk(_ASKS[:3], _USERS[:3])
+    for run in (answered, named, three):
+        assert [f.rule for f in findings_of([run]) if f.mode == "FM-1.3"] == []
+
+
+def test_fm13_repeated_request_threshold_is_configured_and_checked():
+    config = Config()
+    config.detectors.step_repetition.request_min_turns = 3
+    three = _helpdesk(_ASKS[:3], _USERS[:3])
+    assert [f.rule for f in findings_of([three], config) if f.mode == "FM-1.3"] == [
+        "repeated_request"
+    ]
+    config.detectors.step_repetition.request_min_turns = 0
+    assert [f for f in findings_of([_helpdesk(_ASKS, _USERS)], config) if f.mode == "FM-1.3"] == []
+    bad = StepRepetitionConfig(request_min_turns=1)
+    with pytest.raises(ValueError, match="request_min_turns"):
+        bad.validate()
+    with pytest.raises(ValueError, match="needs a group"):
+        StepRepetitionConfig(request_pattern=r"\bticket id\b").validate()
+
+
+@needs_tau
+def test_fm13_tau_bench_agent_asks_for_the_reservation_id_again_and_again():
+    # Run 57 asks for the reservation ID at message 2, 4, 6, ... 16 while the user says they do
+    # not have it, and the run ends there (labelled FM-1.3).
+    findings = [f for f in tau_findings(57, "FM-1.3") if f.rule == "repeated_request"]
+    assert [f.evidence["asked_for"] for f in findings] == ["reservation id"]
+    # Run 174 asks for the user id five times, then gets it and looks the reservation up.
+    assert [f for f in tau_findings(174, "FM-1.3") if f.rule == "repeated_request"] == []
