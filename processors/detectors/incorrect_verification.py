@@ -26,7 +26,6 @@ And at close:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from processors.detectors.missing_verification import (
     DEFAULT_CHECK_TOOL_PATTERN,
     MissingVerification,
 )
+from processors.detectors.records import record_asked_for
 from processors.detectors.signals import Health
 from processors.detectors.verification import ChangeLedger
 from processors.model import Finding, Step, StepKind, StepRef
@@ -243,23 +243,12 @@ class _Conclusions:
 
     def _read(self, step: Step, run: Run) -> None:
         """Remember the dated items of a record a read asked for by id."""
-        ids = self.detector.classifier.identifiers(step.tool_arguments)
-        text = step.tool_result.strip()
-        if not ids or not text.startswith("{"):
+        asked = record_asked_for(self.detector.classifier, step)
+        if asked is None:
             return
-        try:
-            record = json.loads(text)
-        except (ValueError, RecursionError):
-            return
-        if not isinstance(record, dict):
-            return
-        held = {
-            str(v).strip().lower()
-            for v in record.values()
-            if isinstance(v, str | int) and not isinstance(v, bool)
-        }
+        record, ids = asked
         dates = _item_dates(record)
-        for one in ids & held:
+        for one in ids:
             if one in self.records or len(self.records) < self.detector.config.max_tracked_records:
                 if dates:
                     self.records[one] = (run.ref(step), tuple(dates))

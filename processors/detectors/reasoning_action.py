@@ -43,6 +43,7 @@ from typing import Any
 from processors import conventions
 from processors.classify import ActionKind
 from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from processors.detectors.records import record_asked_for
 from processors.detectors.signals import words
 from processors.model import Finding, Step, StepKind, StepRef
 from processors.run import DetectorRun, Run
@@ -536,25 +537,12 @@ class _ReasoningRun(DetectorRun):
         """Remember a record's list items; after a change, what it added to a record."""
         if self.detector.charge is None or step.failed:
             return
-        text = step.tool_result.strip()
-        if not text.startswith("{"):
+        asked = record_asked_for(self.detector.classifier, step)
+        if asked is None:
             return
-        ids = self.detector.classifier.identifiers(step.tool_arguments)
-        if not ids:
-            return
-        try:
-            record = json.loads(text)
-        except (ValueError, RecursionError):
-            return
-        if not isinstance(record, dict):
-            return
-        held = {
-            str(v).strip().lower()
-            for v in record.values()
-            if isinstance(v, str | int) and not isinstance(v, bool)
-        }
+        record, ids = asked
         items = _list_items(record)
-        for one in sorted(ids & held):
+        for one in sorted(ids):
             before = self.records.get(one)
             if action_kind is _MUTATING and before is not None:
                 added = [json.loads(i) for i in items - before]

@@ -1,0 +1,37 @@
+"""The record a call asked for by id: shared by the detectors that follow records across a run
+(FM-2.6's amounts added to a record, FM-3.3's changes on records whose items are past)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from processors.classify import ActionClassifier
+from processors.model import Step
+
+
+def record_asked_for(
+    classifier: ActionClassifier, step: Step
+) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """The JSON object a call's result holds, with the ids of the call's arguments that the
+    object itself holds as a value (the record was asked for by those ids); None when the
+    result is no object or holds none of them."""
+    text = step.tool_result.strip()
+    if not text.startswith("{"):
+        return None
+    ids = classifier.identifiers(step.tool_arguments)
+    if not ids:
+        return None
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    held = {
+        str(v).strip().lower()
+        for v in record.values()
+        if isinstance(v, str | int) and not isinstance(v, bool)
+    }
+    found = ids & held
+    return (record, frozenset(found)) if found else None
