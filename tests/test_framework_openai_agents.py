@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.frameworks.harness import Collector, check_scenario
+from tests.frameworks.harness import check_scenario, collect
 from tests.frameworks.scenarios import SINGLE_AGENT, handoff
 
 HANDOFF = handoff("transfer_to_fixer")
@@ -15,12 +15,7 @@ HANDOFF = handoff("transfer_to_fixer")
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory):
-    collector = Collector(tmp_path_factory.mktemp("openai-agents"))
-    try:
-        runs = collector.run_agent("openai_agents", "grpc")
-    finally:
-        collector.stop()
-    return runs, collector.read([t for ts in runs.values() for t in ts])
+    return collect(tmp_path_factory.mktemp("openai-agents"), "openai_agents", "grpc")
 
 
 @pytest.mark.parametrize("scenario", SINGLE_AGENT, ids=lambda s: s.name)

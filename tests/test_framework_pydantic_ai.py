@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.frameworks.harness import Collector, check_scenario
+from tests.frameworks.harness import check_scenario, collect
 from tests.frameworks.scenarios import SINGLE_AGENT
 
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory):
-    collector = Collector(tmp_path_factory.mktemp("pydantic-ai"))
-    try:
-        runs = collector.run_agent("pydantic_ai_agent", "http")
-    finally:
-        collector.stop()
-    return runs, collector.read([t for ts in runs.values() for t in ts])
+    return collect(tmp_path_factory.mktemp("pydantic-ai"), "pydantic_ai_agent", "http")
 
 
 @pytest.mark.parametrize("scenario", SINGLE_AGENT, ids=lambda s: s.name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.frameworks.harness import Collector, check_scenario
+from tests.frameworks.harness import check_scenario, collect
 from tests.frameworks.scenarios import SINGLE_AGENT
 
 SERVICE = "sre-smol"
@@ -14,12 +14,7 @@ SERVICE = "sre-smol"
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory):
-    collector = Collector(tmp_path_factory.mktemp("smolagents"))
-    try:
-        runs = collector.run_agent("smolagents_agent", "grpc")
-    finally:
-        collector.stop()
-    return runs, collector.read([t for ts in runs.values() for t in ts])
+    return collect(tmp_path_factory.mktemp("smolagents"), "smolagents_agent", "grpc")
 
 
 @pytest.mark.parametrize("scenario", SINGLE_AGENT, ids=lambda s: s.name)

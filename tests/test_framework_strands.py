@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.frameworks.harness import ROOT, Collector, check_scenario
+from tests.frameworks.harness import ROOT, check_scenario, collect
 from tests.frameworks.scenarios import SINGLE_AGENT
 
 PYTHON = ROOT / ".venv-strands" / "bin" / "python"
@@ -16,12 +16,7 @@ PYTHON = ROOT / ".venv-strands" / "bin" / "python"
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory):
     assert PYTHON.exists(), f"{PYTHON} is missing: run scripts/setup.sh"
-    collector = Collector(tmp_path_factory.mktemp("strands"))
-    try:
-        runs = collector.run_agent("strands_agent", "grpc", python=str(PYTHON))
-    finally:
-        collector.stop()
-    return runs, collector.read([t for ts in runs.values() for t in ts])
+    return collect(tmp_path_factory.mktemp("strands"), "strands_agent", "grpc", python=str(PYTHON))
 
 
 @pytest.mark.parametrize("scenario", SINGLE_AGENT, ids=lambda s: s.name)

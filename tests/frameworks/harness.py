@@ -62,6 +62,19 @@ class Stored:
         return [s["step"] for s in self.timelines[trace_id]["spans"] if s.get("step")]
 
 
+def collect(
+    data_dir: Path, module: str, transport: str, python: str = sys.executable
+) -> tuple[dict[str, list[str]], Stored]:
+    """One framework's agent process against a collector of its own, stopped (so everything
+    is stored) before the store is read: its scenarios' trace ids and what was stored of them."""
+    collector = Collector(data_dir)
+    try:
+        runs = collector.run_agent(module, transport, python=python)
+    finally:
+        collector.stop()
+    return runs, collector.read([t for ts in runs.values() for t in ts])
+
+
 class Collector:
     """`mast-otel serve` as a user starts it, stopped by SIGTERM."""
 
