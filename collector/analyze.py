@@ -11,13 +11,13 @@ from typing import TextIO
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from collector.config import Config
-from collector.importers import otlp, read_requests, recognise
-from collector.otlp.decode import decode_logs, decode_spans
-from collector.pipeline import Pipeline
-from collector.store import StoreError
-from collector.store.exporter import Exporter, MemoryExporter
-from processors.model import Finding
+from mast_otel.collector.config import Config
+from mast_otel.collector.importers import otlp, read_requests, recognise
+from mast_otel.collector.otlp.decode import decode_logs, decode_spans
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.store import StoreError
+from mast_otel.collector.store.exporter import Exporter, MemoryExporter
+from mast_otel.processors.model import Finding
 
 # Imported runs are written to the store every this many closed runs (and when the
 # exporter's buffer is full), so memory holds a bounded backlog.
@@ -96,10 +96,10 @@ def import_files(
     """Store the files' runs as if they had been sent: spans (and logs), findings, signatures
     with their outcomes, in the configured store. Spans already stored are not stored again
     (looked up by trace and span id), so importing a file twice changes nothing."""
-    from collector.service import prepare_store
-    from collector.store import open_store
-    from collector.store.batching import ClickHouseExporter
-    from collector.store.retry import RetryPolicy
+    from mast_otel.collector.service import prepare_store
+    from mast_otel.collector.store import open_store
+    from mast_otel.collector.store.batching import ClickHouseExporter
+    from mast_otel.collector.store.retry import RetryPolicy
 
     storage = config.storage
     store = open_store(storage)

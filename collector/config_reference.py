@@ -2,8 +2,8 @@
 
 Each option's explanation is the comment written above its field in the source (or at the end
 of its line), and each section's is its class docstring, so the reference cannot drift from the
-code: `python -m collector.config_reference > deploy/CONFIGURATION.md` rewrites it and a test
-checks that the file in the repository is what this module produces.
+code: `python -m mast_otel.collector.config_reference > deploy/CONFIGURATION.md` rewrites it
+and a test checks that the file in the repository is what this module produces.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from collector.config import Config
+from mast_otel.collector.config import Config
 
 OUTPUT = "deploy/CONFIGURATION.md"
-COMMAND = "python -m collector.config_reference > deploy/CONFIGURATION.md"
+COMMAND = "python -m mast_otel.collector.config_reference > deploy/CONFIGURATION.md"
 
 
 @dataclass(frozen=True)

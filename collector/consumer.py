@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from processors.records import LogRecord, SpanRecord
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 
 @dataclass(frozen=True, slots=True)

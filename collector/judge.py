@@ -13,8 +13,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from processors.judge import JudgeConfig, Transcript, parse_verdict, prompt
-from processors.model import Finding
+from mast_otel.processors.judge import JudgeConfig, Transcript, parse_verdict, prompt
+from mast_otel.processors.model import Finding
 
 log = logging.getLogger(__name__)
 

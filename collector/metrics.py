@@ -25,11 +25,11 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from collector import __version__
-from collector.receivers.delivery import ReceiverStats
-from collector.store.arrow import TABLES
-from processors.conventions import FATAL_PRIOR
-from schemas.metrics import (
+from mast_otel.collector import __version__
+from mast_otel.collector.receivers.delivery import ReceiverStats
+from mast_otel.collector.store.arrow import TABLES
+from mast_otel.processors.conventions import FATAL_PRIOR
+from mast_otel.schemas.metrics import (
     BUILD_INFO,
     FINDINGS,
     PIPELINE_EXPORT_ERRORS,

@@ -30,28 +30,28 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from collector.config import Config
-from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused
-from collector.judge import JudgeStage, OpenAICompatibleJudge
-from collector.otlp.decode import (
+from mast_otel.collector.config import Config
+from mast_otel.collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused
+from mast_otel.collector.judge import JudgeStage, OpenAICompatibleJudge
+from mast_otel.collector.otlp.decode import (
     OtlpDecodeError,
     decode_logs,
     decode_spans,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
-from collector.spool import RecordKind, Recovered, Spool, SpoolEntry, SpoolFull
-from collector.store.exporter import Exporter
-from processors import conventions
-from processors.classify import ActionClassifier
-from processors.detectors import build_detectors, detector_factory
-from processors.limits import RecordLimits
-from processors.model import Finding, Step, StepKind, StepStatus
-from processors.normalize import genai, normalize_log, normalize_span
-from processors.records import LogRecord, SpanRecord
-from processors.redact import Redactor
-from processors.window import RunWindows, WindowOutput
+from mast_otel.collector.otlp.jsonpb import parse_logs_json, parse_trace_json
+from mast_otel.collector.spool import RecordKind, Recovered, Spool, SpoolEntry, SpoolFull
+from mast_otel.collector.store.exporter import Exporter
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors import build_detectors, detector_factory
+from mast_otel.processors.limits import RecordLimits
+from mast_otel.processors.model import Finding, Step, StepKind, StepStatus
+from mast_otel.processors.normalize import genai, normalize_log, normalize_span
+from mast_otel.processors.records import LogRecord, SpanRecord
+from mast_otel.processors.redact import Redactor
+from mast_otel.processors.window import RunWindows, WindowOutput
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from collector.pipeline import bare_step
-from collector.store import Store, queries
-from collector.store.queries.common import checked_trace_id
-from collector.store.stored_spans import span_record
-from processors.model import Step
-from processors.normalize import genai, normalize_span
-from processors.normalize.ancestry import Ancestry
-from processors.records import LogRecord
+from mast_otel.collector.pipeline import bare_step
+from mast_otel.collector.store import Store, queries
+from mast_otel.collector.store.queries.common import checked_trace_id
+from mast_otel.collector.store.stored_spans import span_record
+from mast_otel.processors.model import Step
+from mast_otel.processors.normalize import genai, normalize_span
+from mast_otel.processors.normalize.ancestry import Ancestry
+from mast_otel.processors.records import LogRecord
 
 # How much of arguments and results the table shows (the JSON output has them whole).
 SHORT = 60

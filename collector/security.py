@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from collector.config import AuthConfig, ConfigError, TlsConfig
+from mast_otel.collector.config import AuthConfig, ConfigError, TlsConfig
 
 AUTH_TOKEN_ENV = "MAST_AUTH_TOKEN"
 UNAUTHENTICATED_MESSAGE = "missing or wrong bearer token (send Authorization: Bearer TOKEN)"

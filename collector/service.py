@@ -10,24 +10,24 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from collector.config import Config, parse_endpoint
-from collector.metrics import MetricsServer, exposition, registry_for
-from collector.pipeline import Pipeline, StopReport
-from collector.reanalysis.split_runs import SplitRunMerger
-from collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
-from collector.receivers.http_receiver import HttpLimits, HttpReceiver
-from collector.receivers.limits import MemoryBudget
-from collector.security import (
+from mast_otel.collector.config import Config, parse_endpoint
+from mast_otel.collector.metrics import MetricsServer, exposition, registry_for
+from mast_otel.collector.pipeline import Pipeline, StopReport
+from mast_otel.collector.reanalysis.split_runs import SplitRunMerger
+from mast_otel.collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
+from mast_otel.collector.receivers.http_receiver import HttpLimits, HttpReceiver
+from mast_otel.collector.receivers.limits import MemoryBudget
+from mast_otel.collector.security import (
     grpc_server_credentials,
     is_loopback,
     load_token,
     server_ssl_context,
 )
-from collector.sharded import ShardedPipeline
-from collector.spool import Spool
-from collector.store import Store, StoreError, migrate, open_store, schema_status
-from collector.store.batching import ClickHouseExporter
-from collector.store.retry import RetryPolicy
+from mast_otel.collector.sharded import ShardedPipeline
+from mast_otel.collector.spool import Spool
+from mast_otel.collector.store import Store, StoreError, migrate, open_store, schema_status
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -55,22 +55,22 @@ import pyarrow as pa
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.config import Config
-from collector.consumer import BatchTooLarge, RawRequest, Refused
-from collector.otlp.decode import (
+from mast_otel.collector.config import Config
+from mast_otel.collector.consumer import BatchTooLarge, RawRequest, Refused
+from mast_otel.collector.otlp.decode import (
     OtlpDecodeError,
     decode_logs,
     decode_spans,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.pipeline import Pipeline, StopReport, _Ledger
-from collector.sharding.route import Routed, route_parsed, route_request, shard_for_hex
-from collector.sharding.workers import PoolConfig, Signal, WorkerPool
-from collector.spool import RecordKind, Recovered, Spool, SpoolEntry, SpoolFull
-from collector.store import Store, StoreError, open_store
-from collector.store.batching import ClickHouseExporter
-from collector.store.retry import RetryPolicy
+from mast_otel.collector.pipeline import Pipeline, StopReport, _Ledger
+from mast_otel.collector.sharding.route import Routed, route_parsed, route_request, shard_for_hex
+from mast_otel.collector.sharding.workers import PoolConfig, Signal, WorkerPool
+from mast_otel.collector.spool import RecordKind, Recovered, Spool, SpoolEntry, SpoolFull
+from mast_otel.collector.store import Store, StoreError, open_store
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ class ShardWorker:
             self.ledger = _WorkerLedger(send)
         self.pipeline = Pipeline(self.config, self.exporter, ledger=self.ledger)
         if self.config.sharding.merge_split_runs:
-            from collector.reanalysis.split_runs import SplitRunMerger
+            from mast_otel.collector.reanalysis.split_runs import SplitRunMerger
 
             self._split_runs = SplitRunMerger(self.store, self.config, self.exporter)
             self.pipeline.on_output(self._split_runs.note)
@@ -488,7 +488,7 @@ class ShardedPipeline:
                 # Workers are forks of a server that imported the pipeline once: a restart
                 # takes a fraction of a second instead of an interpreter's start.
                 start_method="forkserver",
-                preload=("collector.sharded",),
+                preload=("mast_otel.collector.sharded",),
             ),
             self.factory,
             on_restart=self._replay_for,

@@ -16,15 +16,15 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dash_model
 from grafana_foundation_sdk.models.alerting import RelativeTimeRange
 
-from dashboards.alerts import CLICKHOUSE_ALERTS, PROMETHEUS_ALERTS, clickhouse_sql
-from dashboards.clickhouse import (
+from mast_otel.dashboards.alerts import CLICKHOUSE_ALERTS, PROMETHEUS_ALERTS, clickhouse_sql
+from mast_otel.dashboards.clickhouse import (
     CLICKHOUSE_UID,
     PLUGIN_ID,
     PROMETHEUS_UID,
     ClickHouseQueryBuilder,
     Format,
 )
-from dashboards.variables import DEFAULT_DATABASE
+from mast_otel.dashboards.variables import DEFAULT_DATABASE
 
 FOLDER_UID = "mast-otel"
 FOLDER_TITLE = "mast-otel"

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboards.sources import DATABASE, FATAL, FINDINGS, TRACES
-from dashboards.variables import DEFAULT_DATABASE
-from schemas import metrics as m
+from mast_otel.dashboards.sources import DATABASE, FATAL, FINDINGS, TRACES
+from mast_otel.dashboards.variables import DEFAULT_DATABASE
+from mast_otel.schemas import metrics as m
 
 # -- thresholds, and why ---------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards import panels as p
-from dashboards.variables import prometheus_datasource
-from schemas import metrics as m
+from mast_otel.dashboards import panels as p
+from mast_otel.dashboards.variables import prometheus_datasource
+from mast_otel.schemas import metrics as m
 
 UID = "mast-collector"
 TITLE = "mast-otel · Collector health"

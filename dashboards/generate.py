@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from dashboards import (
+from mast_otel.dashboards import (
     alert_rules,
     collector_health,
     model_comparison,

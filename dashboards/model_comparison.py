@@ -6,10 +6,10 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards import panels as p
-from dashboards.sources import MODE_CODES_SQL, MODE_NAMES_SQL, SIGNATURES, run_filters
-from dashboards.variables import run_filters as filter_variables
-from processors.scoring import ScoringConfig
+from mast_otel.dashboards import panels as p
+from mast_otel.dashboards.sources import MODE_CODES_SQL, MODE_NAMES_SQL, SIGNATURES, run_filters
+from mast_otel.dashboards.variables import run_filters as filter_variables
+from mast_otel.processors.scoring import ScoringConfig
 
 UID = "mast-models"
 TITLE = "mast-otel · Model comparison"

@@ -6,11 +6,11 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards import collector_health
-from dashboards import panels as p
-from dashboards.sources import FATAL, FINDINGS, RUN_FAILING, SIGNATURES, run_filters
-from dashboards.variables import prometheus_datasource
-from dashboards.variables import run_filters as filter_variables
+from mast_otel.dashboards import collector_health
+from mast_otel.dashboards import panels as p
+from mast_otel.dashboards.sources import FATAL, FINDINGS, RUN_FAILING, SIGNATURES, run_filters
+from mast_otel.dashboards.variables import prometheus_datasource
+from mast_otel.dashboards.variables import run_filters as filter_variables
 
 UID = "mast-overview"
 TITLE = "mast-otel · On-call overview"

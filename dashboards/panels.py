@@ -13,7 +13,7 @@ from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards.clickhouse import CLICKHOUSE_DS, PROMETHEUS_DS, Format, sql
+from mast_otel.dashboards.clickhouse import CLICKHOUSE_DS, PROMETHEUS_DS, Format, sql
 
 Panel = cogbuilder.Builder[model.Panel]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dashboards.alert_rules import FOLDER_TITLE, FOLDER_UID
-from dashboards.clickhouse import CLICKHOUSE_UID, PLUGIN_ID, PROMETHEUS_UID
-from dashboards.variables import DEFAULT_DATABASE
+from mast_otel.dashboards.alert_rules import FOLDER_TITLE, FOLDER_UID
+from mast_otel.dashboards.clickhouse import CLICKHOUSE_UID, PLUGIN_ID, PROMETHEUS_UID
+from mast_otel.dashboards.variables import DEFAULT_DATABASE
 
 # Where the provisioning file tells Grafana to read the dashboards' JSON.
 DASHBOARDS_PATH = "/var/lib/grafana/dashboards/mast-otel"

@@ -12,8 +12,8 @@ from typing import Any
 from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException
 
-from dashboards import alert_rules, generate, provisioning
-from dashboards.variables import DEFAULT_DATABASE
+from mast_otel.dashboards import alert_rules, generate, provisioning
+from mast_otel.dashboards.variables import DEFAULT_DATABASE
 
 
 class PushError(RuntimeError):

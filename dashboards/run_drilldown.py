@@ -6,8 +6,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards import panels as p
-from dashboards.sources import (
+from mast_otel.dashboards import panels as p
+from mast_otel.dashboards.sources import (
     DATABASE,
     FATAL,
     FATAL_MODES_SQL,
@@ -22,7 +22,7 @@ from dashboards.sources import (
     TRACES,
     one_selected,
 )
-from dashboards.variables import clickhouse_datasource, database
+from mast_otel.dashboards.variables import clickhouse_datasource, database
 
 UID = "mast-run"
 TITLE = "mast-otel · Run"

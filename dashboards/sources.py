@@ -7,7 +7,7 @@ entry of a dashboard's `SQL` mapping, not the SQL scattered across panels.
 
 from __future__ import annotations
 
-from processors.conventions import FATAL_PRIOR, MODES
+from mast_otel.processors.conventions import FATAL_PRIOR, MODES
 
 DATABASE = "${database}"
 

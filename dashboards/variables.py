@@ -7,8 +7,8 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards.clickhouse import CLICKHOUSE_DS, CLICKHOUSE_UID, PLUGIN_ID, PROMETHEUS_UID
-from dashboards.sources import ENVIRONMENT, SIGNATURES, TRACES, selected
+from mast_otel.dashboards.clickhouse import CLICKHOUSE_DS, CLICKHOUSE_UID, PLUGIN_ID, PROMETHEUS_UID
+from mast_otel.dashboards.sources import ENVIRONMENT, SIGNATURES, TRACES, selected
 
 DEFAULT_DATABASE = "otel"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from processors.model import Finding, StepKind
-from processors.run import DetectorRun, DispatchPlan, Run, most_common
+from mast_otel.processors.model import Finding, StepKind
+from mast_otel.processors.run import DetectorRun, DispatchPlan, Run, most_common
 
 
 def dispatch_plan(detectors: Iterable[DetectorRun]) -> DispatchPlan:

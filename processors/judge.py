@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from processors.conventions import MODE_CODES, MODES_BY_CODE
-from processors.model import Finding, Step, StepKind
+from mast_otel.processors.conventions import MODE_CODES, MODES_BY_CODE
+from mast_otel.processors.model import Finding, Step, StepKind
 
 JUDGE_DETECTOR = "semantic_judge"
 

@@ -16,8 +16,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from processors import conventions
-from processors.records import Attributes, AttrValue, LogRecord, SpanRecord
+from mast_otel.processors import conventions
+from mast_otel.processors.records import Attributes, AttrValue, LogRecord, SpanRecord
 
 # ClickHouse DateTime64(9) and Arrow's timestamp("ns") are signed 64-bit nanoseconds.
 MAX_TIMESTAMP_NS = 2**63 - 1

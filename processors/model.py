@@ -151,7 +151,7 @@ class Finding:
     @property
     def finding_id(self) -> str:
         """Stable across re-analysis of the same run, so storing a finding twice is detectable."""
-        from processors.ids import stable_hex
+        from mast_otel.processors.ids import stable_hex
 
         return stable_hex(self.trace_id, self.span_id, self.mode, self.rule, length=32)
 

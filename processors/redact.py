@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from processors.limits import truncate_text
-from processors.model import Finding, RunSignature
-from processors.records import Attributes, AttrValue, LogRecord, SpanRecord
-from processors.redact_rules import (
+from mast_otel.processors.limits import truncate_text
+from mast_otel.processors.model import Finding, RunSignature
+from mast_otel.processors.records import Attributes, AttrValue, LogRecord, SpanRecord
+from mast_otel.processors.redact_rules import (
     DEFAULT_REDACTED_KEY_PATTERNS,
     DEFAULT_REDACTED_VALUE_PATTERNS,
     compile_rules,

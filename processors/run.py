@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
-from processors import conventions
-from processors.model import Finding, RunSignature, Step, StepKind, StepRef
-from processors.normalize.ancestry import Ancestry
+from mast_otel.processors import conventions
+from mast_otel.processors.model import Finding, RunSignature, Step, StepKind, StepRef
+from mast_otel.processors.normalize.ancestry import Ancestry
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from processors.conventions import FATAL_PRIOR, MODE_CODES
+from mast_otel.processors.conventions import FATAL_PRIOR, MODE_CODES
 
 
 @dataclass

@@ -20,11 +20,11 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from processors import conventions
-from processors.dispatch import closing_plan, dispatch_plan, stamp_findings
-from processors.judge import Transcript
-from processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
-from processors.run import DetectorRun, DispatchPlan, Run, run_outcome
+from mast_otel.processors import conventions
+from mast_otel.processors.dispatch import closing_plan, dispatch_plan, stamp_findings
+from mast_otel.processors.judge import Transcript
+from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
+from mast_otel.processors.run import DetectorRun, DispatchPlan, Run, run_outcome
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from processors.conventions import FATAL_PRIOR_CODES
+from mast_otel.processors.conventions import FATAL_PRIOR_CODES
 
 LOCAL_SUFFIX = "_local"
 SCHEMA_VERSIONS_TABLE = "mast_schema_versions"
@@ -92,7 +92,7 @@ class _SourceMigration:
 @cache
 def _source() -> tuple[_SourceMigration, ...]:
     found = []
-    for entry in resources.files("schemas").joinpath("sql").iterdir():
+    for entry in resources.files("mast_otel.schemas").joinpath("sql").iterdir():
         if not entry.name.endswith(".sql"):
             continue
         version = int(entry.name.split("_", 1)[0])

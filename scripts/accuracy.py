@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.dialects import DIALECTS
 from tests.accuracy import replay, report
 
 

@@ -11,9 +11,9 @@ import sys
 import time
 from types import ModuleType
 
-from collector.otlp.decode import decode_spans, parse_trace_request
-from processors import redact
-from processors.limits import LimitsConfig, RecordLimits
+from mast_otel.collector.otlp.decode import decode_spans, parse_trace_request
+from mast_otel.processors import redact
+from mast_otel.processors.limits import LimitsConfig, RecordLimits
 from tests.benchmarks.fleet import build_fleet
 
 

@@ -10,11 +10,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from collector.config import load_config
-from collector.consumer import RawRequest
-from collector.otlp.decode import decode_spans, parse_trace_request
-from collector.service import Service
-from collector.spool import RecordKind, Spool
+from mast_otel.collector.config import load_config
+from mast_otel.collector.consumer import RawRequest
+from mast_otel.collector.otlp.decode import decode_spans, parse_trace_request
+from mast_otel.collector.service import Service
+from mast_otel.collector.spool import RecordKind, Spool
 from tests.benchmarks.fleet import build_fleet
 
 

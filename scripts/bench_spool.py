@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from collector.spool import RecordKind, Spool
+from mast_otel.collector.spool import RecordKind, Spool
 from tests.test_backpressure import request
 from tests.test_end_to_end import loopback_config
 
@@ -59,7 +59,7 @@ def spool_append(directory: Path, size: int, threads: int, per_thread: int) -> t
 
 
 def export_latency(directory: Path, mode: str, count: int = 300) -> float:
-    from collector.service import Service
+    from mast_otel.collector.service import Service
 
     config = loopback_config(directory)
     config = dataclasses.replace(

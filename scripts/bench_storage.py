@@ -11,12 +11,12 @@ import json
 import tempfile
 import time
 
-from collector.config import load_config
-from collector.reanalysis.backfill import backfill
-from collector.store import ChdbStore, migrate
-from collector.store.batching import ClickHouseExporter
-from processors.ids import stable_hex
-from processors.records import SpanRecord
+from mast_otel.collector.config import load_config
+from mast_otel.collector.reanalysis.backfill import backfill
+from mast_otel.collector.store import ChdbStore, migrate
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.processors.ids import stable_hex
+from mast_otel.processors.records import SpanRecord
 
 T0 = 1_800_000_000_000_000_000
 

@@ -29,12 +29,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from collector.config import load_config
-from collector.demo.agent import SreAgent
-from collector.demo.dialects import DIALECTS
-from collector.otlp.decode import decode_spans
-from collector.pipeline import Pipeline
-from collector.store.exporter import MemoryExporter
+from mast_otel.collector.config import load_config
+from mast_otel.collector.demo.agent import SreAgent
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.otlp.decode import decode_spans
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.store.exporter import MemoryExporter
 from tests.corpus import CORPUS
 
 START_NS = 1_700_000_000_000_000_000

@@ -27,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("collector", "processors", "schemas", "dashboards")
+# The folders install as `mast_otel.<folder>`; the graph names modules by their folder.
+NAMESPACE = "mast_otel."
 MAX_LINES = 400
 
 # Lower layers first. A module may import modules of its own layer or of lower ones; the most
@@ -131,11 +133,11 @@ def _imported(
 ) -> Iterable[str]:
     if isinstance(node, ast.Import):
         for alias in node.names:
-            target = _resolve(alias.name, modules)
+            target = _resolve(alias.name.removeprefix(NAMESPACE), modules)
             if target:
                 yield target
         return
-    base = node.module or ""
+    base = (node.module or "").removeprefix(NAMESPACE)
     if node.level:
         package = _package_of(module, path).split(".")
         package = package[: len(package) - (node.level - 1)]

@@ -39,12 +39,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collector.analyze import run_files  # noqa: E402
-from collector.config import ConfigError, load_config  # noqa: E402
-from collector.importers import ImportFormatError  # noqa: E402
-from collector.importers.spans import MESSAGE_INDEX, RUN_INDEX  # noqa: E402
-from collector.store.exporter import MemoryExporter  # noqa: E402
-from processors.conventions import MODE_CODES  # noqa: E402
+from mast_otel.collector.analyze import run_files  # noqa: E402
+from mast_otel.collector.config import ConfigError, load_config  # noqa: E402
+from mast_otel.collector.importers import ImportFormatError  # noqa: E402
+from mast_otel.collector.importers.spans import MESSAGE_INDEX, RUN_INDEX  # noqa: E402
+from mast_otel.collector.store.exporter import MemoryExporter  # noqa: E402
+from mast_otel.processors.conventions import MODE_CODES  # noqa: E402
 
 DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"
 LABELS = "tests/labels/tau_airline/*.jsonl"

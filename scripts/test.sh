@@ -6,5 +6,5 @@ bash scripts/system-deps.sh
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy collector processors schemas dashboards
+MYPY=.venv/bin/mypy bash scripts/typecheck.sh
 .venv/bin/python -m pytest -q

@@ -7,13 +7,13 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collector.config import load_config, on_free_loopback_ports
-from collector.demo.agent import AgentRun, Scenario
-from collector.demo.dialects import DIALECTS
-from collector.demo.runner import run_agents
-from collector.service import Service
-from collector.store import ChdbStore, queries
-from processors.conventions import MODE_CODES
+from mast_otel.collector.config import load_config, on_free_loopback_ports
+from mast_otel.collector.demo.agent import AgentRun, Scenario
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.runner import run_agents
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
+from mast_otel.processors.conventions import MODE_CODES
 from tests.corpus import CORPUS
 
 

@@ -8,7 +8,7 @@ mark, not what the detectors happen to say.
 
 from __future__ import annotations
 
-from collector.demo.agent import (
+from mast_otel.collector.demo.agent import (
     ALERTS,
     DESCRIBE,
     FIX,
@@ -20,10 +20,10 @@ from collector.demo.agent import (
     final,
     kubectl,
 )
-from collector.demo.agent import (
+from mast_otel.collector.demo.agent import (
     SCENARIOS as DEMO_SCENARIOS,
 )
-from processors import conventions
+from mast_otel.processors import conventions
 
 DONE = final("Raised memory limit; alert cleared.")
 DELETE_POD = kubectl("kubectl delete pod checkout-1f7c -n shop")

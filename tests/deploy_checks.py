@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from collector import config as collector_config
+from mast_otel.collector import config as collector_config
 
 # The server and cluster shapes write to a ClickHouse server (`storage.backend: clickhouse`,
 # `storage.clickhouse.*`, `storage.cluster`). Where this build of the collector does not have

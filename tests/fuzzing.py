@@ -29,23 +29,23 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.config import Config
-from collector.otlp.decode import (
+from mast_otel.collector.config import Config
+from mast_otel.collector.otlp.decode import (
     OtlpDecodeError,
     decode_logs,
     decode_spans,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
-from collector.pipeline import Pipeline
-from collector.store.arrow import (
+from mast_otel.collector.otlp.jsonpb import parse_logs_json, parse_trace_json
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.store.arrow import (
     findings_table,
     logs_table,
     signatures_table,
     spans_table,
 )
-from collector.store.exporter import MemoryExporter
+from mast_otel.collector.store.exporter import MemoryExporter
 
 KEYS = (
     "gen_ai.operation.name",

@@ -9,13 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from collector.analyze import analyze_files
-from collector.config import Config
-from collector.importers import chat
-from collector.importers.spans import RunSpec, request_for
-from collector.otlp.decode import decode_spans
-from processors.model import Finding, Step
-from processors.normalize import normalize_span
+from mast_otel.collector.analyze import analyze_files
+from mast_otel.collector.config import Config
+from mast_otel.collector.importers import chat
+from mast_otel.collector.importers.spans import RunSpec, request_for
+from mast_otel.collector.otlp.decode import decode_spans
+from mast_otel.processors.model import Finding, Step
+from mast_otel.processors.normalize import normalize_span
 
 ROOT = Path(__file__).resolve().parent.parent
 

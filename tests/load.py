@@ -22,7 +22,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 REPO = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+# Child processes import the tests from the checkout, and mast_otel as this process does (the
+# installed package, or a source tree named by PYTHONPATH; see scripts/dev-links.sh).
+PYTHONPATH = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+ENV = {**os.environ, "PYTHONPATH": PYTHONPATH}
 
 
 def free_port() -> int:
@@ -142,7 +145,7 @@ class CollectorProcess:
                 [
                     sys.executable,
                     "-m",
-                    "collector.cli",
+                    "mast_otel.collector.cli",
                     "serve",
                     "--config",
                     str(self.config_path),

@@ -5,11 +5,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.detectors import FACTORIES, DetectorFactory, build_detectors, detector_factory
-from processors.detectors.config import DetectorsConfig
-from processors.model import Finding, RunSignature, Step, StepKind, StepStatus, ToolCallRequest
-from processors.window import RunWindows, WindowConfig, WindowOutput
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors import (
+    FACTORIES,
+    DetectorFactory,
+    build_detectors,
+    detector_factory,
+)
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.model import (
+    Finding,
+    RunSignature,
+    Step,
+    StepKind,
+    StepStatus,
+    ToolCallRequest,
+)
+from mast_otel.processors.window import RunWindows, WindowConfig, WindowOutput
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collector.store import ChdbStore
-from processors.ids import stable_hex
-from processors.model import Cost, Finding, RunSignature
-from processors.records import SpanEvent, SpanLink, SpanRecord
+from mast_otel.collector.store import ChdbStore
+from mast_otel.processors.ids import stable_hex
+from mast_otel.processors.model import Cost, Finding, RunSignature
+from mast_otel.processors.records import SpanEvent, SpanLink, SpanRecord
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14 22:13:20 UTC, on a minute boundary + 20 s
 MINUTE = 60_000_000_000

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
+from mast_otel.collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
 from tests.test_receivers import RecordingConsumer
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

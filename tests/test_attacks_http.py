@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.receivers.http_receiver import HttpLimits, HttpReceiver
+from mast_otel.collector.receivers.http_receiver import HttpLimits, HttpReceiver
 from tests.load import CollectorProcess, free_port
 from tests.test_receivers import RecordingConsumer, pb_request, pb_span
 

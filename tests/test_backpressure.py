@@ -10,10 +10,10 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from collector.consumer import Refused
-from collector.pipeline import Pipeline
-from collector.receivers.grpc_receiver import GrpcReceiver
-from collector.store.exporter import MemoryExporter
+from mast_otel.collector.consumer import Refused
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
+from mast_otel.collector.store.exporter import MemoryExporter
 from tests.test_end_to_end import loopback_config
 
 
@@ -42,7 +42,7 @@ def small_queue_pipeline(tmp_path, limit: int) -> tuple[Pipeline, MemoryExporter
 
 def test_full_queue_refuses_and_counts(tmp_path):
     pipeline, _ = small_queue_pipeline(tmp_path, limit=10)
-    from collector.otlp.decode import decode_spans
+    from mast_otel.collector.otlp.decode import decode_spans
 
     spans = decode_spans(request(8, 1)).records
     pipeline.consume_spans(spans)

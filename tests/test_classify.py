@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from processors.classify import ActionClassifier, ActionKind, ClassifierConfig, split_commands
-from processors.model import StepKind
+from mast_otel.processors.classify import (
+    ActionClassifier,
+    ActionKind,
+    ClassifierConfig,
+    split_commands,
+)
+from mast_otel.processors.model import StepKind
 from tests.imported import chat_steps, tau_file, tau_run, tau_steps
 
 MUT, READ, NEUTRAL, ESC, UNKNOWN = (

@@ -21,10 +21,10 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.config import ConfigError, apply_overrides, load_config
-from collector.demo.agent import SCENARIOS, SreAgent, tracer_provider
+from mast_otel.collector.config import ConfigError, apply_overrides, load_config
+from mast_otel.collector.demo.agent import SCENARIOS, SreAgent, tracer_provider
 
-CLI = [sys.executable, "-m", "collector.cli"]
+CLI = [sys.executable, "-m", "mast_otel.collector.cli"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
@@ -186,7 +186,7 @@ def test_serve_flushes_everything_on_sigterm_then_findings_reads_it(tmp_path):
     sigs = run_cli("signatures", "--data-dir", str(data_dir), "--output", "json")
     assert len(sigs.stdout.splitlines()) == len(runs)
 
-    from collector.store import ChdbStore
+    from mast_otel.collector.store import ChdbStore
 
     store = ChdbStore(data_dir)
     try:
@@ -239,7 +239,7 @@ def test_bad_config_fails_at_start_with_the_key_to_fix(tmp_path, text, message):
 
 
 def test_example_config_is_the_defaults_and_loads():
-    from collector.config import Config, example_yaml
+    from mast_otel.collector.config import Config, example_yaml
 
     path = Path(__file__).resolve().parent.parent / "deploy" / "config.example.yaml"
     assert path.read_text() == example_yaml()

@@ -11,9 +11,9 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from collector.service import Service
-from collector.store import ChdbStore, queries
-from processors.ids import stable_hex
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
+from mast_otel.processors.ids import stable_hex
 from tests.test_end_to_end import loopback_config
 
 T0 = 1_790_000_000_000_000_000

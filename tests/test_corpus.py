@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.demo.dialects import DIALECTS
-from processors.conventions import MODE_CODES
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.processors.conventions import MODE_CODES
 from tests.accuracy import replay, report, score
 from tests.corpus import CORPUS
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from collector.store import ChdbStore
+from mast_otel.collector.store import ChdbStore
 from tests.load import (
     AckRecorder,
     CollectorProcess,

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from collector.store import ChdbStore, migrate
-from collector.store.batching import ClickHouseExporter
-from dashboards import alerts, variables
-from dashboards.interpolate import ALL, QueryContext, Variable, alert_query, panel_query
-from processors.model import Finding
+from mast_otel.collector.store import ChdbStore, migrate
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.dashboards import alerts, variables
+from mast_otel.dashboards.interpolate import ALL, QueryContext, Variable, alert_query, panel_query
+from mast_otel.processors.model import Finding
 from tests.storedata import finding, signature, span, trace_id
 from tests.test_dashboard_queries import TARGETS
 
@@ -214,7 +214,7 @@ def test_formats_expand_as_grafana_does():
     """Grafana's own escaping, reproduced: `singlequote` and `sqlstring` leave a backslash
     alone (which is why the dashboards do not use them), `percentencode` leaves nothing but
     letters, digits and -_.~."""
-    from dashboards.interpolate import replace_variables
+    from mast_otel.dashboards.interpolate import replace_variables
 
     value = {"v": Variable("a\\'b\"c !*()~")}
     assert replace_variables("${v:singlequote}", value) == "'a\\\\'b\"c !*()~'"

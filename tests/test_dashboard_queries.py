@@ -15,14 +15,14 @@ import pytest
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.demo.dialects import DIALECTS
-from collector.demo.runner import otlp_exporter, run_agents
-from collector.service import Service
-from collector.store import ChdbStore
-from dashboards import alert_rules, alerts, generate, variables
-from dashboards.clickhouse import PLUGIN_ID
-from dashboards.interpolate import (
+from mast_otel.collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.runner import otlp_exporter, run_agents
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore
+from mast_otel.dashboards import alert_rules, alerts, generate, variables
+from mast_otel.dashboards.clickhouse import PLUGIN_ID
+from mast_otel.dashboards.interpolate import (
     ALL,
     QueryContext,
     Variable,
@@ -30,7 +30,7 @@ from dashboards.interpolate import (
     macro_arguments,
     panel_query,
 )
-from dashboards.sources import DATABASE
+from mast_otel.dashboards.sources import DATABASE
 from tests.test_end_to_end import loopback_config
 
 OTHER_MODEL = "gpt-oss-120b"
@@ -384,7 +384,7 @@ def test_spike_is_relative_to_the_models_baseline(seeded):
 
 
 def alerts_fatal() -> frozenset[str]:
-    from processors.conventions import FATAL_PRIOR
+    from mast_otel.processors.conventions import FATAL_PRIOR
 
     return FATAL_PRIOR
 

@@ -15,8 +15,8 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.runtime import UnknownDataquery
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from dashboards import clickhouse, generate
-from dashboards.clickhouse import ClickHouseQuery
+from mast_otel.dashboards import clickhouse, generate
+from mast_otel.dashboards.clickhouse import ClickHouseQuery
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,15 @@ def test_committed_files_are_what_the_code_generates():
 
 
 def test_generate_check_command(tmp_path):
-    run = [sys.executable, "-m", "collector.cli", "dashboards", "generate", "--root", str(tmp_path)]
+    run = [
+        sys.executable,
+        "-m",
+        "mast_otel.collector.cli",
+        "dashboards",
+        "generate",
+        "--root",
+        str(tmp_path),
+    ]
     check = subprocess.run([*run, "--check"], capture_output=True, text=True, cwd=ROOT)
     assert check.returncode == 1 and "out of date" in check.stdout
     assert subprocess.run(run, capture_output=True, cwd=ROOT).returncode == 0

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dashboards import alert_rules, generate
+from mast_otel.dashboards import alert_rules, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "glsa_test_token"
@@ -186,7 +186,7 @@ def push(grafana: FakeGrafana, *auth: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "mast_otel.collector.cli",
             "dashboards",
             "push",
             "--grafana-url",

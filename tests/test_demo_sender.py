@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from collector.config import load_config
-from collector.service import Service
-from collector.store import queries
+from mast_otel.collector.config import load_config
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import queries
 
-CLI = [sys.executable, "-m", "collector.cli"]
+CLI = [sys.executable, "-m", "mast_otel.collector.cli"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from compose_spec import PyCompose
 
-from collector.cli import build_parser
-from collector.config import load_config, parse_endpoint
+from mast_otel.collector.cli import build_parser
+from mast_otel.collector.config import load_config, parse_endpoint
 from tests.deploy_checks import (
     check_otelcol_config,
     loadbalancing_exporters,

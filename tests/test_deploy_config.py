@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from collector import config_reference
-from collector.config import Config, load_config, parse_endpoint
+from mast_otel.collector import config_reference
+from mast_otel.collector.config import Config, load_config, parse_endpoint
 from tests.deploy_checks import needs_clickhouse_backend
 
 ROOT = Path(__file__).resolve().parent.parent

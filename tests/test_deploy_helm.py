@@ -16,8 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from collector.cli import build_parser
-from collector.config import load_config, parse_endpoint
+from mast_otel.collector.cli import build_parser
+from mast_otel.collector.config import load_config, parse_endpoint
 from tests.deploy_checks import (
     check_otelcol_config,
     loadbalancing_exporters,

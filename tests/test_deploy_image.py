@@ -141,18 +141,21 @@ def test_wheel_of_the_build_stage_carries_code_schemas_and_entry_point(tmp_path:
     (wheel,) = tmp_path.glob("mast_otel-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in (
-        "collector/cli/__init__.py",
-        "collector/cli/__main__.py",
-        "collector/reanalysis/split_runs.py",
-        "collector/store/queries/rollups.py",
-        "processors/window.py",
+        "mast_otel/collector/cli/__init__.py",
+        "mast_otel/collector/cli/__main__.py",
+        "mast_otel/collector/reanalysis/split_runs.py",
+        "mast_otel/collector/store/queries/rollups.py",
+        "mast_otel/processors/window.py",
     ):
         assert module in names
+    # One namespaced package: nothing but mast_otel (and the wheel's metadata) at top level.
+    top = {name.split("/", 1)[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"mast_otel"}, top
     sql = {p.name for p in (ROOT / "schemas" / "sql").glob("*.sql")}
-    assert sql and {f"schemas/sql/{n}" for n in sql} <= names
+    assert sql and {f"mast_otel/schemas/sql/{n}" for n in sql} <= names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "mast-otel = collector.cli:main" in text
+    assert "mast-otel = mast_otel.collector.cli:main" in text
 
 
 def image_config_on_loopback(tmp_path: Path) -> tuple[Path, int, int]:
@@ -169,7 +172,7 @@ def image_config_on_loopback(tmp_path: Path) -> tuple[Path, int, int]:
 
 
 def test_image_config_listens_on_all_interfaces_and_keeps_the_store_on_the_volume() -> None:
-    from collector.config import load_config
+    from mast_otel.collector.config import load_config
 
     config = load_config(IMAGE_CONFIG)
     assert config.receivers.grpc.endpoint == "0.0.0.0:4317"
@@ -247,7 +250,7 @@ def test_entry_point_serves_answers_health_checks_and_stops_clean_on_sigterm(
             proc.kill()
     assert proc.returncode == 0, output
 
-    from collector.store import ChdbStore
+    from mast_otel.collector.store import ChdbStore
 
     store = ChdbStore(tmp_path / "data")
     try:

@@ -9,10 +9,10 @@ import itertools
 
 import pytest
 
-from processors import conventions
-from processors.classify import ActionClassifier, ActionKind
-from processors.detectors.config import DetectorsConfig
-from processors.model import Step, StepKind
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.model import Step, StepKind
 from tests.steps import RunBuilder, analyse
 
 # Read-only, mutating and other tools, interleaved unevenly.

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.config import Config, load_config, on_free_loopback_ports
-from collector.demo.agent import SCENARIOS, AgentRun
-from collector.demo.dialects import DIALECTS
-from collector.demo.runner import run_agents
-from collector.service import Service
-from collector.store import ChdbStore, queries
+from mast_otel.collector.config import Config, load_config, on_free_loopback_ports
+from mast_otel.collector.demo.agent import SCENARIOS, AgentRun
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.runner import run_agents
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
 
 
 def loopback_config(data_dir: Path) -> Config:

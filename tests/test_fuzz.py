@@ -12,8 +12,8 @@ import urllib.request
 import grpc
 from hypothesis import HealthCheck, given, settings
 
-from collector.service import Service
-from collector.store import ChdbStore
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore
 from tests.fuzzing import Harness, fuzz_config, mutations, requests, to_json
 from tests.test_end_to_end import loopback_config
 

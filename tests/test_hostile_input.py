@@ -12,9 +12,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.service import Service
-from collector.store import ChdbStore, queries
+from mast_otel.collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
 from tests.test_end_to_end import loopback_config
 
 

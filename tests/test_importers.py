@@ -12,13 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from collector.importers import ImportFormatError, chat, codex, otlp, read_requests, recognise
-from collector.importers.spans import MESSAGE_INDEX, RESULT_MESSAGE_INDEX
-from processors.ids import stable_hex
+from mast_otel.collector.importers import (
+    ImportFormatError,
+    chat,
+    codex,
+    otlp,
+    read_requests,
+    recognise,
+)
+from mast_otel.collector.importers.spans import MESSAGE_INDEX, RESULT_MESSAGE_INDEX
+from mast_otel.processors.ids import stable_hex
+from tests.load import PYTHONPATH
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "collector.cli"]
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+CLI = [sys.executable, "-m", "mast_otel.collector.cli"]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": PYTHONPATH}
 CODEX = (
     ROOT
     / "tests/fixtures/codex/rollout-2025-11-22T21-45-35-019aad50-0000-7000-8000-00000000c0de.jsonl"
@@ -404,7 +412,7 @@ def test_real_accuracy_script_on_fixture_labels(tmp_path):
 
 
 def test_chat_user_turns_are_human_steps():
-    from processors.model import StepKind
+    from mast_otel.processors.model import StepKind
     from tests.imported import chat_steps
 
     steps = chat_steps(
@@ -425,7 +433,7 @@ def test_chat_user_turns_are_human_steps():
 
 @needs_tau
 def test_tau_bench_simulated_user_turns_are_human_steps():
-    from processors.model import StepKind
+    from mast_otel.processors.model import StepKind
     from tests.imported import tau_run, tau_steps
 
     run = tau_run(0)
@@ -436,7 +444,7 @@ def test_tau_bench_simulated_user_turns_are_human_steps():
 
 
 def test_codex_typed_user_turns_are_human_steps_and_instructions_are_not():
-    from processors.model import StepKind
+    from mast_otel.processors.model import StepKind
     from tests.imported import steps_of
 
     (run,) = codex.runs(str(CODEX))

@@ -13,11 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from collector.config import ConfigError, apply_overrides, load_config
-from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.service import Service
-from collector.store import ChdbStore, queries
-from processors.judge import JudgeConfig, Transcript, parse_verdict
+from mast_otel.collector.config import ConfigError, apply_overrides, load_config
+from mast_otel.collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
+from mast_otel.processors.judge import JudgeConfig, Transcript, parse_verdict
 from tests.steps import RunBuilder
 from tests.test_end_to_end import loopback_config
 from tests.test_outcomes import wait_for

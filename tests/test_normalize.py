@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processors.ids import stable_hex
-from processors.model import Step, StepKind, StepStatus, ToolCallRequest
-from processors.normalize import (
+from mast_otel.processors.ids import stable_hex
+from mast_otel.processors.model import Step, StepKind, StepStatus, ToolCallRequest
+from mast_otel.processors.normalize import (
     LOG_DIALECTS,
     SPAN_DIALECTS,
     codex,
@@ -23,7 +23,7 @@ from processors.normalize import (
     openllmetry,
     values,
 )
-from processors.records import LogRecord, SpanEvent, SpanRecord
+from mast_otel.processors.records import LogRecord, SpanEvent, SpanRecord
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 SPAN = "b7ad6b7169203331"

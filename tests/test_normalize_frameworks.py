@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
-from processors.classify import ActionClassifier, ActionKind
-from processors.model import StepKind
-from processors.normalize import genai, normalize_span, payloads
-from processors.records import LogRecord, SpanEvent, SpanRecord
+from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.model import StepKind
+from mast_otel.processors.normalize import genai, normalize_span, payloads
+from mast_otel.processors.records import LogRecord, SpanEvent, SpanRecord
 
 MANIFEST = """apiVersion: apps/v1
 kind: Deployment

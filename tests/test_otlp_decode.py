@@ -18,7 +18,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
 from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from collector.otlp.decode import (
+from mast_otel.collector.otlp.decode import (
     TRUNCATED_VALUE,
     OtlpDecodeError,
     any_value_to_python,
@@ -27,8 +27,8 @@ from collector.otlp.decode import (
     parse_logs_request,
     parse_trace_request,
 )
-from collector.otlp.files import read_otlp_file
-from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
+from mast_otel.collector.otlp.files import read_otlp_file
+from mast_otel.collector.otlp.jsonpb import parse_logs_json, parse_trace_json
 
 TRACE_ID = bytes(range(1, 17))
 SPAN_ID = bytes(range(1, 9))
@@ -640,8 +640,8 @@ def test_the_field_order_positional_builders_rely_on():
     calls too, and this test says so."""
     from dataclasses import fields
 
-    from processors.model import Step
-    from processors.records import SpanEvent, SpanLink, SpanRecord
+    from mast_otel.processors.model import Step
+    from mast_otel.processors.records import SpanEvent, SpanLink, SpanRecord
 
     assert [f.name for f in fields(SpanRecord)][:17] == [
         "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "kind",

@@ -15,8 +15,8 @@ from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from collector.service import Service
-from collector.store import ChdbStore, Store, StoreError
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, Store, StoreError
 from tests.load import AckRecorder, Sender, sender_provider
 from tests.test_backpressure import request
 from tests.test_end_to_end import loopback_config
@@ -224,8 +224,8 @@ def test_the_pipeline_goes_on_while_the_store_writes(tmp_path):
 def test_a_stop_while_the_store_is_down_says_what_it_leaves(tmp_path):
     """SIGTERM while the store refuses writes: the stop does not claim everything is stored;
     it says what stays in the spool, and the next start stores it."""
-    from collector.config import load_config
-    from collector.spool import RecordKind
+    from mast_otel.collector.config import load_config
+    from mast_otel.collector.spool import RecordKind
     from tests.test_spool import _request, open_spool
 
     config = load_config()

@@ -13,9 +13,9 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.service import Service
-from collector.store import ChdbStore, queries
+from mast_otel.collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
 from tests.test_end_to_end import loopback_config
 
 

@@ -17,7 +17,7 @@ import grpc
 from google.rpc import error_details_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.store import ChdbStore
+from mast_otel.collector.store import ChdbStore
 from tests.load import CollectorProcess, free_port, wait_until_idle
 
 SPANS_PER_REQUEST = 500

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from dashboards import collector_health, generate
+from mast_otel.dashboards import collector_health, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / generate.PROMETHEUS_RULES

@@ -17,10 +17,10 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from collector.config import Config, ConfigError, apply_overrides
-from collector.otlp.decode import TRUNCATED_VALUE
-from collector.receivers.grpc_receiver import GrpcReceiver
-from collector.receivers.http_receiver import HttpLimits, HttpReceiver
+from mast_otel.collector.config import Config, ConfigError, apply_overrides
+from mast_otel.collector.otlp.decode import TRUNCATED_VALUE
+from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
+from mast_otel.collector.receivers.http_receiver import HttpLimits, HttpReceiver
 from tests.test_backpressure import small_queue_pipeline
 from tests.test_receivers import RecordingConsumer, otlp_json, pb_request, pb_span
 
@@ -76,7 +76,7 @@ def test_gzip_of_many_empty_members_is_capped_and_linear(
 
 
 def test_inflating_many_members_is_linear() -> None:
-    from collector.receivers.limits import inflate
+    from mast_otel.collector.receivers.limits import inflate
 
     member = gzip.compress(b"")
     timings = []
@@ -264,8 +264,8 @@ def test_expect_100_continue_is_answered(receiver: HttpReceiver, consumer: Recor
 
 
 def test_limit_hits_are_served_as_metrics(receiver: HttpReceiver) -> None:
-    from collector.metrics import exposition, registry_for
-    from schemas.metrics import RECEIVER_LIMIT_HITS, total
+    from mast_otel.collector.metrics import exposition, registry_for
+    from mast_otel.schemas.metrics import RECEIVER_LIMIT_HITS, total
 
     member = gzip.compress(b"")
     post(receiver.port, member * 100, Content_Encoding="gzip")

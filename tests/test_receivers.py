@@ -47,11 +47,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from collector.consumer import Accepted, Refused
-from collector.otlp.decode import TRUNCATED_VALUE
-from collector.receivers.grpc_receiver import GrpcReceiver
-from collector.receivers.http_receiver import HttpReceiver
-from processors.records import LogRecord, SpanRecord
+from mast_otel.collector.consumer import Accepted, Refused
+from mast_otel.collector.otlp.decode import TRUNCATED_VALUE
+from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
+from mast_otel.collector.receivers.http_receiver import HttpReceiver
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 TRACE_ID = bytes(range(1, 17))

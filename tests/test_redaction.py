@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp.decode import decode_spans, parse_trace_request
-from processors.redact import RedactionConfig, Redactor
-from processors.redact_rules import DEFAULT_REDACTED_VALUE_PATTERNS, compile_rules
+from mast_otel.collector.otlp.decode import decode_spans, parse_trace_request
+from mast_otel.processors.redact import RedactionConfig, Redactor
+from mast_otel.processors.redact_rules import DEFAULT_REDACTED_VALUE_PATTERNS, compile_rules
 
 RULES = compile_rules(RedactionConfig())
 
@@ -314,7 +314,7 @@ def test_json_inside_json_strings_is_redacted_at_every_depth():
 
 
 def _span(attributes=None, **fields):
-    from processors.records import SpanEvent, SpanLink, SpanRecord
+    from mast_otel.processors.records import SpanEvent, SpanLink, SpanRecord
 
     record = SpanRecord(
         trace_id="1" * 32,
@@ -336,7 +336,7 @@ BEARER = "Bearer abcDEF0123456789xyz"
 
 
 def test_names_events_links_resource_bytes_and_argv_are_redacted():
-    from processors.records import SpanEvent, SpanLink
+    from mast_otel.processors.records import SpanEvent, SpanLink
     from tests.secrets_corpus import ARGV, ARGV_EQUALS, ARGV_EQUALS_SECRET, ARGV_SECRET
 
     record = _span(
@@ -377,7 +377,7 @@ def test_names_events_links_resource_bytes_and_argv_are_redacted():
 
 
 def test_log_body_severity_and_event_name_are_redacted():
-    from processors.records import LogRecord
+    from mast_otel.processors.records import LogRecord
 
     record = LogRecord(
         time_ns=1,
@@ -426,7 +426,7 @@ def test_the_corpus_is_caught_and_near_misses_are_kept():
 def test_a_secret_the_value_limit_falls_in_goes_whole():
     """The limits cut long values before redaction reads them: a cut inside a token would
     leave its start, too short for its rule, in the store. The cut moves back to a space."""
-    from processors.limits import LimitsConfig, RecordLimits
+    from mast_otel.processors.limits import LimitsConfig, RecordLimits
 
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMtYWdlbnQifQ.c2lnbmF0dXJlLWZvci10ZXN0cw"
     for filler in range(900, 1060, 7):

@@ -25,14 +25,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
-from collector.otlp.decode import (
+from mast_otel.collector.otlp.decode import (
     OtlpDecodeError,
     decode_logs,
     decode_spans,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.sharding.route import (
+from mast_otel.collector.sharding.route import (
     MAX_SHARDS,
     RouteError,
     log_run_key,
@@ -42,7 +42,7 @@ from collector.sharding.route import (
     shard_for,
     shard_for_hex,
 )
-from processors.normalize import codex
+from mast_otel.processors.normalize import codex
 from tests.fuzzing import any_value, mutations, to_json
 
 SETTINGS = settings(
@@ -322,7 +322,7 @@ def test_the_shard_function_is_the_same_in_another_process():
     keys = [bytes([i]) * 16 for i in range(32)] + [b"", b"\x07" * 17]
     here = [[shard_for(key, n) for key in keys] for n in SHARD_COUNTS]
     program = (
-        "from collector.sharding.route import shard_for\n"
+        "from mast_otel.collector.sharding.route import shard_for\n"
         f"keys = {keys!r}\n"
         f"print([[shard_for(k, n) for k in keys] for n in {SHARD_COUNTS!r}])\n"
     )

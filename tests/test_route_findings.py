@@ -13,16 +13,16 @@ from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from collector.config import Config
-from collector.otlp.decode import (
+from mast_otel.collector.config import Config
+from mast_otel.collector.otlp.decode import (
     decode_logs,
     decode_spans,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.pipeline import Pipeline
-from collector.sharding.route import route_request
-from collector.store.exporter import MemoryExporter
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.sharding.route import route_request
+from mast_otel.collector.store.exporter import MemoryExporter
 from tests.benchmarks.fleet import build_fleet
 
 T0 = 1_790_000_000_000_000_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from processors.conventions import FATAL_PRIOR
-from processors.scoring import ScoringConfig, mode_lift, summarize
+from mast_otel.processors.conventions import FATAL_PRIOR
+from mast_otel.processors.scoring import ScoringConfig, mode_lift, summarize
 from tests.accuracy import replay
 from tests.test_cli import run_cli
 

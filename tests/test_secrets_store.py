@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, Status, StatusCode
 
-from collector.store import ChdbStore
+from mast_otel.collector.store import ChdbStore
 from tests.load import CollectorProcess, free_port, wait_until_idle
 from tests.secrets_corpus import (
     ARGV,

@@ -21,13 +21,13 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from collector.config import Config, ConfigError
-from collector.security import AUTH_TOKEN_ENV, bearer_matches, load_token
-from collector.service import Service
-from collector.store import ChdbStore
-from processors.limits import LimitsConfig, RecordLimits, truncate_text
-from processors.records import SpanEvent, SpanRecord
-from processors.redact import RedactionConfig, Redactor
+from mast_otel.collector.config import Config, ConfigError
+from mast_otel.collector.security import AUTH_TOKEN_ENV, bearer_matches, load_token
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore
+from mast_otel.processors.limits import LimitsConfig, RecordLimits, truncate_text
+from mast_otel.processors.records import SpanEvent, SpanRecord
+from mast_otel.processors.redact import RedactionConfig, Redactor
 from tests.load import AckRecorder, sender_provider
 from tests.test_backpressure import request
 from tests.test_end_to_end import loopback_config

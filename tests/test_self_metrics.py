@@ -13,11 +13,11 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.config import Config, ConfigError
-from collector.demo.dialects import DIALECTS
-from collector.demo.runner import run_agents
-from collector.service import Service
-from dashboards import alerts, collector_health
+from mast_otel.collector.config import Config, ConfigError
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.runner import run_agents
+from mast_otel.collector.service import Service
+from mast_otel.dashboards import alerts, collector_health
 from tests.test_end_to_end import loopback_config
 
 

@@ -26,12 +26,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from collector.config import Config, load_config
-from collector.demo.agent import SCENARIOS, AgentRun, SreAgent
-from collector.demo.dialects import DIALECTS
-from collector.service import Service
-from collector.store import ChdbStore, queries
-from processors.window import WindowOutput
+from mast_otel.collector.config import Config, load_config
+from mast_otel.collector.demo.agent import SCENARIOS, AgentRun, SreAgent
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
+from mast_otel.processors.window import WindowOutput
 from tests.loadbalancing import HashRing, TraceIdRouter
 
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 
 import pytest
 
-from processors.classify import ActionClassifier
-from processors.detectors import build_detectors, detector_factory
-from processors.detectors.config import DetectorsConfig
-from processors.detectors.incorrect_verification import IncorrectVerification
-from processors.detectors.missing_verification import MissingVerification
-from processors.model import Finding, Step
-from processors.run import Run
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors import build_detectors, detector_factory
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
+from mast_otel.processors.detectors.missing_verification import MissingVerification
+from mast_otel.processors.model import Finding, Step
+from mast_otel.processors.run import Run
 from tests.steps import RunBuilder, analyse
 
 # The default check-tool pattern, worded differently: the same calls match, so each detector

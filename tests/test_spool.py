@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.spool import RecordKind, Spool, SpoolFull
+from mast_otel.collector.spool import RecordKind, Spool, SpoolFull
 
 
 def open_spool(path: Path, **kwargs: object) -> Spool:
@@ -154,9 +154,9 @@ def test_runs_left_open_by_a_crash_close_once_idle_and_their_segments_go(tmp_pat
     grow from restart to restart."""
     import os
 
-    from collector.config import load_config
-    from collector.service import Service
-    from collector.store import ChdbStore
+    from mast_otel.collector.config import load_config
+    from mast_otel.collector.service import Service
+    from mast_otel.collector.store import ChdbStore
 
     config = load_config()
     config.storage.data_dir = str(tmp_path / "data")
@@ -200,8 +200,8 @@ def test_runs_left_open_by_a_crash_close_once_idle_and_their_segments_go(tmp_pat
 def test_replayed_requests_of_closed_runs_already_stored_are_skipped(tmp_path):
     """What keeps spool files is usually a few open runs; the rest of what a restart replays
     is stored and closed (the journals say so) and costs nothing more than reading it."""
-    from collector.config import load_config
-    from collector.service import Service
+    from mast_otel.collector.config import load_config
+    from mast_otel.collector.service import Service
 
     config = load_config()
     config.storage.data_dir = str(tmp_path / "data")

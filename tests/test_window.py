@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from processors.model import Finding, Step, StepKind
-from processors.run import DetectorRun, Run
-from processors.window import RunWindows, WindowConfig
+from mast_otel.processors.model import Finding, Step, StepKind
+from mast_otel.processors.run import DetectorRun, Run
+from mast_otel.processors.window import RunWindows, WindowConfig
 
 
 class Recorder(DetectorRun):

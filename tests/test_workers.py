@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp.decode import parse_trace_request
-from collector.sharding.route import route_traces, shard_for
-from collector.sharding.workers import PoolConfig, WorkerBusy, WorkerFailed, WorkerPool
+from mast_otel.collector.otlp.decode import parse_trace_request
+from mast_otel.collector.sharding.route import route_traces, shard_for
+from mast_otel.collector.sharding.workers import PoolConfig, WorkerBusy, WorkerFailed, WorkerPool
 
 
 class SpanCounter:

@@ -23,10 +23,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.config import load_config, on_free_loopback_ports
-from collector.metrics import exposition
-from collector.service import Service
-from collector.store import ChdbStore
+from mast_otel.collector.config import load_config, on_free_loopback_ports
+from mast_otel.collector.metrics import exposition
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore
 from tests.benchmarks.fleet import build_fleet
 from tests.load import CollectorProcess, free_port, wait_until_idle
 from tests.test_route_findings import codex_requests

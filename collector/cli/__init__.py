@@ -15,18 +15,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-from collector import __version__
-from collector.cli.analyze import cmd_analyze, cmd_import
-from collector.cli.dashboards import add_dashboards_parser
-from collector.cli.demo import cmd_demo
-from collector.cli.output import CONTROL, SafeOutput, escape_control
-from collector.cli.reads import cmd_failing, cmd_findings, cmd_run, cmd_signatures, cmd_summary
-from collector.cli.serve import cmd_health, cmd_serve
-from collector.cli.writes import cmd_backfill, cmd_migrate, cmd_outcome
-from collector.config import ConfigError
-from collector.importers.errors import ImportFormatError
-from collector.otlp.decode import OtlpDecodeError
-from collector.store import StoreError, queries
+from mast_otel.collector import __version__
+from mast_otel.collector.cli.analyze import cmd_analyze, cmd_import
+from mast_otel.collector.cli.dashboards import add_dashboards_parser
+from mast_otel.collector.cli.demo import cmd_demo
+from mast_otel.collector.cli.output import CONTROL, SafeOutput, escape_control
+from mast_otel.collector.cli.reads import (
+    cmd_failing,
+    cmd_findings,
+    cmd_run,
+    cmd_signatures,
+    cmd_summary,
+)
+from mast_otel.collector.cli.serve import cmd_health, cmd_serve
+from mast_otel.collector.cli.writes import cmd_backfill, cmd_migrate, cmd_outcome
+from mast_otel.collector.config import ConfigError
+from mast_otel.collector.importers.errors import ImportFormatError
+from mast_otel.collector.otlp.decode import OtlpDecodeError
+from mast_otel.collector.store import StoreError, queries
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
-"""`python -m collector.cli`: the `mast-otel` command."""
+"""`python -m mast_otel.collector.cli`: the `mast-otel` command."""
 
 import sys
 
-from collector.cli import main
+from mast_otel.collector.cli import main
 
 sys.exit(main())

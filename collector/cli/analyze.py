@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from collector.cli.common import config_from_args
-from collector.cli.output import print_findings
-from collector.config import load_config
+from mast_otel.collector.cli.common import config_from_args
+from mast_otel.collector.cli.output import print_findings
+from mast_otel.collector.config import load_config
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from collector.analyze import analyze_files
+    from mast_otel.collector.analyze import analyze_files
 
     config = load_config(args.config)
     findings = analyze_files(config, args.files)
@@ -40,7 +40,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from collector.analyze import ImportProgress, import_files
+    from mast_otel.collector.analyze import ImportProgress, import_files
 
     config = config_from_args(args)
     progress = ImportProgress(sys.stderr)

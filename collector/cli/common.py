@@ -10,9 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from collector.cli.output import shown
-from collector.config import Config, ConfigError, apply_overrides, load_config
-from collector.store import Store, open_store
+from mast_otel.collector.cli.output import shown
+from mast_otel.collector.config import Config, ConfigError, apply_overrides, load_config
+from mast_otel.collector.store import Store, open_store
 
 
 def config_from_args(args: argparse.Namespace) -> Config:

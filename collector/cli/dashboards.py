@@ -11,7 +11,7 @@ from typing import Any
 def cmd_dashboards_generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dashboards import generate
+    from mast_otel.dashboards import generate
 
     root = Path(args.root)
     if args.check:
@@ -27,8 +27,8 @@ def cmd_dashboards_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboards_push(args: argparse.Namespace) -> int:
-    from dashboards import provisioning
-    from dashboards.push import PushError, connect, push
+    from mast_otel.dashboards import provisioning
+    from mast_otel.dashboards.push import PushError, connect, push
 
     settings = provisioning.ClickHouseSettings(
         host=args.clickhouse_host,

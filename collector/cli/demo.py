@@ -11,15 +11,15 @@ import threading
 import time
 from typing import Any
 
-from collector.cli.common import config_from_args
-from collector.config import ConfigError
+from mast_otel.collector.cli.common import config_from_args
+from mast_otel.collector.config import ConfigError
 
 log = logging.getLogger("mast-otel")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from collector.demo.dialects import DIALECTS
-    from collector.demo.runner import run_demo
+    from mast_otel.collector.demo.dialects import DIALECTS
+    from mast_otel.collector.demo.runner import run_demo
 
     dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
     if args.endpoint:
@@ -77,9 +77,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_sender(args: argparse.Namespace, dialects: list[str]) -> int:
     """`demo --endpoint`: the demo agent alone, sending its runs to a running collector."""
-    from collector.config import parse_endpoint
-    from collector.demo.agent import AgentRun
-    from collector.demo.runner import send_runs
+    from mast_otel.collector.config import parse_endpoint
+    from mast_otel.collector.demo.agent import AgentRun
+    from mast_otel.collector.demo.runner import send_runs
 
     if not args.endpoint.startswith(("http://", "https://")):
         parse_endpoint(args.endpoint, "--endpoint")

@@ -7,11 +7,11 @@ import json
 from datetime import datetime
 from typing import Any
 
-from collector.cli.common import config_from_args, parse_since, read_store
-from collector.cli.output import print_findings, shown
-from collector.config import ConfigError
-from collector.store import queries
-from processors.scoring import GroupSummary
+from mast_otel.collector.cli.common import config_from_args, parse_since, read_store
+from mast_otel.collector.cli.output import print_findings, shown
+from mast_otel.collector.config import ConfigError
+from mast_otel.collector.store import queries
+from mast_otel.processors.scoring import GroupSummary
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
@@ -72,7 +72,7 @@ def cmd_failing(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from collector import run_steps
+    from mast_otel.collector import run_steps
 
     config = config_from_args(args)
     timeline = read_store(config, lambda store: run_steps.run_steps(store, args.trace), None)

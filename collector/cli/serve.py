@@ -11,15 +11,15 @@ import sys
 import threading
 from typing import Any
 
-from collector import __version__
-from collector.cli.common import config_from_args
-from collector.config import ConfigError, load_config
+from mast_otel.collector import __version__
+from mast_otel.collector.cli.common import config_from_args
+from mast_otel.collector.config import ConfigError, load_config
 
 log = logging.getLogger("mast-otel")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from collector.service import Service
+    from mast_otel.collector.service import Service
 
     config = config_from_args(args)
     stop = threading.Event()
@@ -64,7 +64,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     import urllib.error
     import urllib.request
 
-    from collector.config import parse_endpoint
+    from mast_otel.collector.config import parse_endpoint
 
     if args.endpoint:
         host, port = parse_endpoint(args.endpoint, "--endpoint")

@@ -7,13 +7,13 @@ import argparse
 import sys
 import time
 
-from collector.cli.common import config_from_args, open_for_reading, parse_since
-from collector.config import ConfigError
+from mast_otel.collector.cli.common import config_from_args, open_for_reading, parse_since
+from mast_otel.collector.config import ConfigError
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from collector.store import migrate, schema_status
-    from schemas import migrations
+    from mast_otel.collector.store import migrate, schema_status
+    from mast_otel.schemas import migrations
 
     config = config_from_args(args)
     storage = config.storage
@@ -40,8 +40,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from collector.reanalysis.backfill import ProgressBar, backfill
-    from collector.service import prepare_store
+    from mast_otel.collector.reanalysis.backfill import ProgressBar, backfill
+    from mast_otel.collector.service import prepare_store
 
     config = config_from_args(args)
     since = parse_since(args.since)
@@ -65,7 +65,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_outcome(args: argparse.Namespace) -> int:
-    from collector.store.signatures import UnknownRun, record_outcome
+    from mast_otel.collector.store.signatures import UnknownRun, record_outcome
 
     config = config_from_args(args)
     store = open_for_reading(config)

@@ -13,27 +13,31 @@ loader, `errors` the error and the endpoint check. This module is the public fac
 from here.
 """
 
-from collector.config.durability import DurabilityConfig
-from collector.config.errors import ConfigError, parse_endpoint
-from collector.config.load import (
+from mast_otel.collector.config.durability import DurabilityConfig
+from mast_otel.collector.config.errors import ConfigError, parse_endpoint
+from mast_otel.collector.config.load import (
     EXAMPLE_HEADER,
     apply_overrides,
     example_yaml,
     load_config,
     on_free_loopback_ports,
 )
-from collector.config.pipeline import PipelineConfig
-from collector.config.receivers import GrpcReceiverConfig, HttpReceiverConfig, ReceiversConfig
-from collector.config.root import Config
-from collector.config.security import AuthConfig, SecurityConfig, TlsConfig
-from collector.config.sharding import ShardingConfig
-from collector.config.storage import (
+from mast_otel.collector.config.pipeline import PipelineConfig
+from mast_otel.collector.config.receivers import (
+    GrpcReceiverConfig,
+    HttpReceiverConfig,
+    ReceiversConfig,
+)
+from mast_otel.collector.config.root import Config
+from mast_otel.collector.config.security import AuthConfig, SecurityConfig, TlsConfig
+from mast_otel.collector.config.sharding import ShardingConfig
+from mast_otel.collector.config.storage import (
     STORAGE_BACKENDS,
     ClickHouseServerConfig,
     StorageConfig,
     TtlConfig,
 )
-from collector.config.telemetry import TelemetryConfig
+from mast_otel.collector.config.telemetry import TelemetryConfig
 
 __all__ = [
     "EXAMPLE_HEADER",

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from collector.config.errors import ConfigError
-from collector.config.root import Config
+from mast_otel.collector.config.errors import ConfigError
+from mast_otel.collector.config.root import Config
 
 
 def _merge(instance: Any, values: dict[str, Any], path: str) -> Any:

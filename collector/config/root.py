@@ -8,21 +8,21 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collector.config.durability import DurabilityConfig
-from collector.config.errors import ConfigError, parse_endpoint
-from collector.config.pipeline import PipelineConfig
-from collector.config.receivers import ReceiversConfig
-from collector.config.security import SecurityConfig
-from collector.config.sharding import ShardingConfig
-from collector.config.storage import STORAGE_BACKENDS, StorageConfig
-from collector.config.telemetry import TelemetryConfig
-from processors.classify import ClassifierConfig
-from processors.detectors.config import DetectorsConfig
-from processors.judge import JudgeConfig
-from processors.limits import LimitsConfig
-from processors.redact import RedactionConfig
-from processors.scoring import ScoringConfig
-from processors.window import WindowConfig
+from mast_otel.collector.config.durability import DurabilityConfig
+from mast_otel.collector.config.errors import ConfigError, parse_endpoint
+from mast_otel.collector.config.pipeline import PipelineConfig
+from mast_otel.collector.config.receivers import ReceiversConfig
+from mast_otel.collector.config.security import SecurityConfig
+from mast_otel.collector.config.sharding import ShardingConfig
+from mast_otel.collector.config.storage import STORAGE_BACKENDS, StorageConfig
+from mast_otel.collector.config.telemetry import TelemetryConfig
+from mast_otel.processors.classify import ClassifierConfig
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.judge import JudgeConfig
+from mast_otel.processors.limits import LimitsConfig
+from mast_otel.processors.redact import RedactionConfig
+from mast_otel.processors.scoring import ScoringConfig
+from mast_otel.processors.window import WindowConfig
 
 
 @dataclass

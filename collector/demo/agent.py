@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
-from collector.demo.cluster import Cluster
-from collector.demo.dialects import (
+from mast_otel.collector.demo.cluster import Cluster
+from mast_otel.collector.demo.dialects import (
     LlmCall,
     ToolCall,
     agent_span_name,
@@ -28,7 +28,7 @@ from collector.demo.dialects import (
     llm_span_name,
     tool_span_name,
 )
-from processors import conventions
+from mast_otel.processors import conventions
 
 SYSTEM_PROMPT = (
     "You are an SRE agent. Diagnose the incident using read-only tools first, then apply the "

@@ -12,10 +12,10 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from collector.config import Config, on_free_loopback_ports
-from collector.demo.agent import SCENARIOS, AgentRun, Scenario, SreAgent, tracer_provider
-from collector.service import Service
-from collector.store import ChdbStore, queries
+from mast_otel.collector.config import Config, on_free_loopback_ports
+from mast_otel.collector.demo.agent import SCENARIOS, AgentRun, Scenario, SreAgent, tracer_provider
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
 
 
 def otlp_exporter(transport: str, service: Service) -> SpanExporter:

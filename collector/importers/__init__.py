@@ -22,9 +22,9 @@ import os
 from collections.abc import Iterator
 from types import ModuleType
 
-from collector.importers import chat, codex, otlp
-from collector.importers.errors import ImportFormatError
-from collector.otlp.files import OtlpRequest
+from mast_otel.collector.importers import chat, codex, otlp
+from mast_otel.collector.importers.errors import ImportFormatError
+from mast_otel.collector.otlp.files import OtlpRequest
 
 __all__ = ["IMPORTERS", "ImportFormatError", "read_requests", "recognise"]
 

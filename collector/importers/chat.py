@@ -33,9 +33,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from collector.importers import spans as S
-from collector.importers.errors import ImportFormatError
-from collector.importers.spans import RunSpec, SpanSpec
+from mast_otel.collector.importers import spans as S
+from mast_otel.collector.importers.errors import ImportFormatError
+from mast_otel.collector.importers.spans import RunSpec, SpanSpec
 
 FORMAT = "chat"
 MESSAGE_KEYS = ("traj", "messages", "conversation")

@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from collector.importers import spans as S
-from collector.importers.codex_items import (
+from mast_otel.collector.importers import spans as S
+from mast_otel.collector.importers.codex_items import (
     call_of,
     content_text,
     history_of,
@@ -49,9 +49,9 @@ from collector.importers.codex_items import (
     reasoning_text,
     to_str,
 )
-from collector.importers.errors import ImportFormatError
-from collector.importers.spans import RunSpec, SpanSpec
-from processors.ids import stable_hex
+from mast_otel.collector.importers.errors import ImportFormatError
+from mast_otel.collector.importers.spans import RunSpec, SpanSpec
+from mast_otel.processors.ids import stable_hex
 
 FORMAT = "codex"
 AGENT = "codex"

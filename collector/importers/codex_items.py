@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from collector.importers import spans as S
+from mast_otel.collector.importers import spans as S
 
 __all__ = [
     "call_of",

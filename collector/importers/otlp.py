@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from collector.otlp.files import OtlpRequest, read_otlp_file
+from mast_otel.collector.otlp.files import OtlpRequest, read_otlp_file
 
 FORMAT = "otlp"
 

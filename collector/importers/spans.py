@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from processors.ids import stable_hex
+from mast_otel.processors.ids import stable_hex
 
 # Attributes the importers write (documented in schemas/conventions.md).
 MESSAGE_INDEX = "mast.import.message_index"

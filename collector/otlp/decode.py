@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from processors.records import (
+from mast_otel.processors.records import (
     Attributes,
     AttrValue,
     LogRecord,

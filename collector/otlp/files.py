@@ -17,8 +17,8 @@ from typing import IO, Any, Literal, cast
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp.decode import OtlpDecodeError, parse_logs_request, parse_trace_request
-from collector.otlp.jsonpb import (
+from mast_otel.collector.otlp.decode import OtlpDecodeError, parse_logs_request, parse_trace_request
+from mast_otel.collector.otlp.jsonpb import (
     LOGS_KEYS,
     TRACE_KEYS,
     logs_request_from_json,

@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp.decode import OtlpDecodeError
+from mast_otel.collector.otlp.decode import OtlpDecodeError
 
 __all__ = [
     "LOGS_KEYS",

@@ -17,14 +17,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from collector.config import Config
-from collector.reanalysis.whole_traces import analyze_stored_traces
-from collector.store import queries
-from collector.store.arrow import findings_table
-from collector.store.backends import Store
-from collector.store.retry import RetryPolicy, insert_with_retry
-from collector.store.signatures import write_signature_versions
-from processors.model import Finding, RunSignature
+from mast_otel.collector.config import Config
+from mast_otel.collector.reanalysis.whole_traces import analyze_stored_traces
+from mast_otel.collector.store import queries
+from mast_otel.collector.store.arrow import findings_table
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.retry import RetryPolicy, insert_with_retry
+from mast_otel.collector.store.signatures import write_signature_versions
+from mast_otel.processors.model import Finding, RunSignature
 
 __all__ = ["BackfillSummary", "ProgressBar", "WriteSummary", "analyze_stored_traces", "backfill"]
 

@@ -27,14 +27,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from collector.config import Config
-from collector.reanalysis.whole_traces import analyze_stored_traces
-from collector.store.arrow import findings_table
-from collector.store.backends import Store
-from collector.store.exporter import Exporter
-from collector.store.signatures import write_signature_versions
-from processors.judge import JUDGE_DETECTOR
-from processors.window import WindowOutput
+from mast_otel.collector.config import Config
+from mast_otel.collector.reanalysis.whole_traces import analyze_stored_traces
+from mast_otel.collector.store.arrow import findings_table
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.exporter import Exporter
+from mast_otel.collector.store.signatures import write_signature_versions
+from mast_otel.processors.judge import JUDGE_DETECTOR
+from mast_otel.processors.window import WindowOutput
 
 log = logging.getLogger(__name__)
 

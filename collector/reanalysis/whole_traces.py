@@ -14,12 +14,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.config import Config
-from collector.pipeline import Pipeline
-from collector.store.backends import Store
-from collector.store.exporter import MemoryExporter
-from collector.store.stored_spans import read_stored_spans
-from processors.model import Finding, RunSignature
+from mast_otel.collector.config import Config
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.exporter import MemoryExporter
+from mast_otel.collector.store.stored_spans import read_stored_spans
+from mast_otel.processors.model import Finding, RunSignature
 
 # A run read back from the store has no arrival times; a run without a root span is closed as
 # a live collector would have closed it, for being idle.

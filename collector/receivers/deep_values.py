@@ -8,7 +8,7 @@ string and everything else copied as it is.
 
 from __future__ import annotations
 
-from collector.receivers.limits import (
+from mast_otel.collector.receivers.limits import (
     PARSER_MAX_DEPTH,
     SCHEMAS,
     Malformed,

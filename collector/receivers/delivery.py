@@ -18,16 +18,22 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused, TelemetryConsumer
-from collector.otlp.decode import (
+from mast_otel.collector.consumer import (
+    Accepted,
+    BatchTooLarge,
+    RawRequest,
+    Refused,
+    TelemetryConsumer,
+)
+from mast_otel.collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
     TRUNCATED_VALUE,
     OtlpDecodeError,
     decode_logs,
     decode_spans,
 )
-from collector.receivers.deep_values import cut_deep_values, needs_cut
-from collector.receivers.limits import (
+from mast_otel.collector.receivers.deep_values import cut_deep_values, needs_cut
+from mast_otel.collector.receivers.limits import (
     BYTE_COST,
     OBJECT_COST,
     MemoryBudget,

@@ -33,17 +33,17 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.consumer import TelemetryConsumer
-from collector.otlp.decode import (
+from mast_otel.collector.consumer import TelemetryConsumer
+from mast_otel.collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
 )
-from collector.receivers.delivery import (
+from mast_otel.collector.receivers.delivery import (
     ReceiverStats,
     admit_by_size,
 )
-from collector.receivers.limits import MemoryBudget, RequestCost
-from collector.receivers.otlp_grpc import Abort, OtlpGrpcExport, retry_trailing_metadata
-from collector.security import BearerTokenInterceptor
+from mast_otel.collector.receivers.limits import MemoryBudget, RequestCost
+from mast_otel.collector.receivers.otlp_grpc import Abort, OtlpGrpcExport, retry_trailing_metadata
+from mast_otel.collector.security import BearerTokenInterceptor
 
 __all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcLimits", "GrpcReceiver"]
 

@@ -15,8 +15,8 @@ import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
-from collector.receivers.delivery import ReceiverStats
-from collector.receivers.http_wire import (
+from mast_otel.collector.receivers.delivery import ReceiverStats
+from mast_otel.collector.receivers.http_wire import (
     LINGER_SECONDS,
     Closed,
     HttpError,
@@ -31,7 +31,7 @@ from collector.receivers.http_wire import (
 __all__ = ["Connections", "Dispatch", "ErrorResponse"]
 
 # Logged under the receiver's name, as the receiver's own messages are.
-log = logging.getLogger("collector.receivers.http_receiver")
+log = logging.getLogger("mast_otel.collector.receivers.http_receiver")
 
 # Answers one parsed request (its body, if any, still to be read from the reader).
 Dispatch = Callable[[Request, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Response]]

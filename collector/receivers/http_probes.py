@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from collector.receivers.http_wire import Response, plain
+from mast_otel.collector.receivers.http_wire import Response, plain
 
 __all__ = ["HEALTH_PATH", "METRICS_PATH", "HealthCheck", "MetricsSource", "Probes"]
 
 # Logged under the receiver's name, as the receiver's own messages are.
-log = logging.getLogger("collector.receivers.http_receiver")
+log = logging.getLogger("mast_otel.collector.receivers.http_receiver")
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"

@@ -29,18 +29,18 @@ from dataclasses import dataclass
 
 from google.rpc import code_pb2
 
-from collector.consumer import TelemetryConsumer
-from collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH
-from collector.receivers.delivery import ReceiverStats, admit_by_size
-from collector.receivers.http_connections import Connections
-from collector.receivers.http_probes import (
+from mast_otel.collector.consumer import TelemetryConsumer
+from mast_otel.collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH
+from mast_otel.collector.receivers.delivery import ReceiverStats, admit_by_size
+from mast_otel.collector.receivers.http_connections import Connections
+from mast_otel.collector.receivers.http_probes import (
     HEALTH_PATH,
     METRICS_PATH,
     HealthCheck,
     MetricsSource,
     Probes,
 )
-from collector.receivers.http_wire import (
+from mast_otel.collector.receivers.http_wire import (
     HttpError,
     Request,
     Response,
@@ -48,9 +48,14 @@ from collector.receivers.http_wire import (
     read_body,
     split_endpoint,
 )
-from collector.receivers.limits import MemoryBudget
-from collector.receivers.otlp_http import PROTOBUF, OtlpHttpExport, error_response, negotiate
-from collector.security import UNAUTHENTICATED_MESSAGE, bearer_matches
+from mast_otel.collector.receivers.limits import MemoryBudget
+from mast_otel.collector.receivers.otlp_http import (
+    PROTOBUF,
+    OtlpHttpExport,
+    error_response,
+    negotiate,
+)
+from mast_otel.collector.security import UNAUTHENTICATED_MESSAGE, bearer_matches
 
 __all__ = ["DEFAULT_HTTP_MAX_BODY_BYTES", "HttpLimits", "HttpReceiver"]
 

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 from google.rpc import code_pb2
 
-from collector.receivers.delivery import ReceiverStats
-from collector.receivers.limits import MemoryBudget
+from mast_otel.collector.receivers.delivery import ReceiverStats
+from mast_otel.collector.receivers.limits import MemoryBudget
 
 __all__ = [
     "LINGER_SECONDS",

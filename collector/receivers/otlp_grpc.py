@@ -20,9 +20,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.consumer import RawRequest, Refused, TelemetryConsumer
-from collector.otlp.decode import OtlpDecodeError, parse_logs_request, parse_trace_request
-from collector.receivers.delivery import (
+from mast_otel.collector.consumer import RawRequest, Refused, TelemetryConsumer
+from mast_otel.collector.otlp.decode import OtlpDecodeError, parse_logs_request, parse_trace_request
+from mast_otel.collector.receivers.delivery import (
     ExportOutcome,
     ReceiverStats,
     Rejection,
@@ -34,12 +34,12 @@ from collector.receivers.delivery import (
     parse_protobuf,
     trace_response,
 )
-from collector.receivers.limits import MemoryBudget, RequestCost
+from mast_otel.collector.receivers.limits import MemoryBudget, RequestCost
 
 __all__ = ["Abort", "OtlpGrpcExport", "retry_trailing_metadata"]
 
 # Logged under the receiver's name, as the receiver's own messages are.
-log = logging.getLogger("collector.receivers.grpc_receiver")
+log = logging.getLogger("mast_otel.collector.receivers.grpc_receiver")
 
 Req = TypeVar("Req", bound=Message)
 

@@ -22,10 +22,10 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from collector.consumer import RawRequest, Refused, TelemetryConsumer
-from collector.otlp.decode import OtlpDecodeError, parse_logs_request, parse_trace_request
-from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
-from collector.receivers.delivery import (
+from mast_otel.collector.consumer import RawRequest, Refused, TelemetryConsumer
+from mast_otel.collector.otlp.decode import OtlpDecodeError, parse_logs_request, parse_trace_request
+from mast_otel.collector.otlp.jsonpb import parse_logs_json, parse_trace_json
+from mast_otel.collector.receivers.delivery import (
     ReceiverStats,
     Rejection,
     admit,
@@ -37,8 +37,14 @@ from collector.receivers.delivery import (
     retry_after_seconds,
     trace_response,
 )
-from collector.receivers.http_wire import HttpError, Request, Response, plain
-from collector.receivers.limits import DECODERS, BodyError, MemoryBudget, RequestCost, inflate
+from mast_otel.collector.receivers.http_wire import HttpError, Request, Response, plain
+from mast_otel.collector.receivers.limits import (
+    DECODERS,
+    BodyError,
+    MemoryBudget,
+    RequestCost,
+    inflate,
+)
 
 __all__ = [
     "ENCODINGS",
@@ -52,7 +58,7 @@ __all__ = [
 ]
 
 # Logged under the receiver's name, as the receiver's own messages are.
-log = logging.getLogger("collector.receivers.http_receiver")
+log = logging.getLogger("mast_otel.collector.receivers.http_receiver")
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

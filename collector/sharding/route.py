@@ -62,17 +62,17 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from collector.otlp.decode import (  # the decoder's own id rule, so both reject alike
+from mast_otel.collector.otlp.decode import (  # the decoder's own id rule, so both reject alike
     OtlpDecodeError,
     _id_problem,
     any_value_to_python,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.otlp.jsonpb import parse_logs_json, parse_trace_json
-from processors.ids import stable_hex
-from processors.normalize import values
-from processors.normalize.codex import CONVERSATION_ID
+from mast_otel.collector.otlp.jsonpb import parse_logs_json, parse_trace_json
+from mast_otel.processors.ids import stable_hex
+from mast_otel.processors.normalize import values
+from mast_otel.processors.normalize.codex import CONVERSATION_ID
 
 __all__ = [
     "MAX_SHARDS",

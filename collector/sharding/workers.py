@@ -49,7 +49,7 @@ from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import Any, Literal, Protocol
 
-from collector.consumer import Refused
+from mast_otel.collector.consumer import Refused
 
 log = logging.getLogger(__name__)
 

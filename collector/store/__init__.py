@@ -15,14 +15,14 @@ The names below are the store's surface for the rest of the collector.
 
 from __future__ import annotations
 
-from collector.store.backends import (
+from mast_otel.collector.store.backends import (
     ChdbStore,
     ClickHouseServerStore,
     Store,
     StoreError,
     open_store,
 )
-from collector.store.migrate import SchemaStatus, apply_ttls, migrate, schema_status
+from mast_otel.collector.store.migrate import SchemaStatus, apply_ttls, migrate, schema_status
 
 __all__ = [
     "ChdbStore",

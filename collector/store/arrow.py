@@ -9,10 +9,10 @@ import time
 
 import pyarrow as pa
 
-from collector.store.encoding import attr_to_str, map_array, map_lists
-from processors.conventions import MODE_CODES, MODES_BY_CODE, fatal_prior
-from processors.model import Finding, RunSignature
-from processors.records import LogRecord, SpanRecord
+from mast_otel.collector.store.encoding import attr_to_str, map_array, map_lists
+from mast_otel.processors.conventions import MODE_CODES, MODES_BY_CODE, fatal_prior
+from mast_otel.processors.model import Finding, RunSignature
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 _NS = pa.timestamp("ns", tz="UTC")
 _MS = pa.timestamp("ms", tz="UTC")

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from collector.config import ClickHouseServerConfig, StorageConfig
+    from mast_otel.collector.config import ClickHouseServerConfig, StorageConfig
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.store.backends import Store
-from collector.store.retry import RetryPolicy
-from collector.store.stats import ExporterStats
-from collector.store.writers import Batch, TableWriters
-from processors.model import Finding, OutcomeUpdate, RunSignature
-from processors.records import LogRecord, SpanRecord
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.retry import RetryPolicy
+from mast_otel.collector.store.stats import ExporterStats
+from mast_otel.collector.store.writers import Batch, TableWriters
+from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 
 @dataclass(slots=True)

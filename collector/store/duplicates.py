@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from collector.store.backends import Store
-from collector.store.encoding import attr_to_str, sql_string, str_map
-from processors.records import LogRecord, SpanRecord
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.encoding import attr_to_str, sql_string, str_map
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 # Trace ids per existence query: keeps the statement well under max_query_size.
 _IDS_PER_QUERY = 2_000

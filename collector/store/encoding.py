@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from processors.records import AttrValue
+from mast_otel.processors.records import AttrValue
 
 
 def attr_to_str(value: AttrValue) -> str:

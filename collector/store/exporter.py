@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from processors.model import Finding, OutcomeUpdate, RunSignature
-from processors.records import LogRecord, SpanRecord
+from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 
 class Exporter(Protocol):

@@ -8,8 +8,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from collector.store.backends import Store
-from schemas import (
+from mast_otel.collector.store.backends import Store
+from mast_otel.schemas import (
     SCHEMA_VERSIONS_TABLE,
     TTL_TABLES,
     Layout,
@@ -23,7 +23,7 @@ from schemas import (
 )
 
 if TYPE_CHECKING:
-    from collector.config import TtlConfig
+    from mast_otel.collector.config import TtlConfig
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from collector.store.backends import Store, StoreError
+from mast_otel.collector.store.backends import Store, StoreError
 
 if TYPE_CHECKING:
-    from collector.config import StorageConfig
+    from mast_otel.collector.config import StorageConfig
 
 log = logging.getLogger(__name__)
 

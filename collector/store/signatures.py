@@ -17,11 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector.store import queries
-from collector.store.arrow import signatures_table
-from collector.store.backends import Store
-from collector.store.retry import RetryPolicy, insert_with_retry
-from processors.model import RunSignature
+from mast_otel.collector.store import queries
+from mast_otel.collector.store.arrow import signatures_table
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.retry import RetryPolicy, insert_with_retry
+from mast_otel.processors.model import RunSignature
 
 OUTCOMES = ("success", "failure")
 

@@ -11,10 +11,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from collector.store import queries
-from collector.store.backends import Store
-from processors.conventions import RUN_ATTRIBUTE_TYPES
-from processors.records import AttrValue, SpanEvent, SpanLink, SpanRecord
+from mast_otel.collector.store import queries
+from mast_otel.collector.store.backends import Store
+from mast_otel.processors.conventions import RUN_ATTRIBUTE_TYPES
+from mast_otel.processors.records import AttrValue, SpanEvent, SpanLink, SpanRecord
 
 
 def read_stored_spans(store: Store, trace_ids: Iterable[str]) -> list[SpanRecord]:

@@ -18,14 +18,19 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
-from collector.store.arrow import findings_table, logs_table, signatures_table, spans_table
-from collector.store.backends import Store, StoreError
-from collector.store.duplicates import existing_logs, existing_spans, log_key
-from collector.store.retry import DAY_NS, RetryPolicy, by_partition, insert_with_retry
-from collector.store.signatures import UnknownRun, record_outcome
-from collector.store.stats import ExporterStats
-from processors.model import Finding, OutcomeUpdate, RunSignature
-from processors.records import LogRecord, SpanRecord
+from mast_otel.collector.store.arrow import (
+    findings_table,
+    logs_table,
+    signatures_table,
+    spans_table,
+)
+from mast_otel.collector.store.backends import Store, StoreError
+from mast_otel.collector.store.duplicates import existing_logs, existing_spans, log_key
+from mast_otel.collector.store.retry import DAY_NS, RetryPolicy, by_partition, insert_with_retry
+from mast_otel.collector.store.signatures import UnknownRun, record_outcome
+from mast_otel.collector.store.stats import ExporterStats
+from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 log = logging.getLogger(__name__)
 

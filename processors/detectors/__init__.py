@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.detectors import (
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors import (
     clarification,
     conversation_reset,
     derailment,
@@ -28,9 +28,9 @@ from processors.detectors import (
     termination_awareness,
     withholding,
 )
-from processors.detectors.base import Detector, DetectorContext, DetectorFactory
-from processors.detectors.signals import Signals
-from processors.run import DetectorRun, Run
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.signals import Signals
+from mast_otel.processors.run import DetectorRun, Run
 
 FACTORIES: tuple[DetectorFactory[Any], ...] = (
     task_specification.FACTORY,  # FM-1.1

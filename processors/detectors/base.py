@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from processors.classify import ActionClassifier
-from processors.detectors.signals import Signals
-from processors.model import Cost, Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors.signals import Signals
+from mast_otel.processors.model import Cost, Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

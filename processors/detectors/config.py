@@ -8,9 +8,9 @@ import dataclasses
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-from processors.detectors import FACTORIES
-from processors.detectors.base import DetectorFactory
-from processors.detectors.signals import SignalsConfig
+from mast_otel.processors.detectors import FACTORIES
+from mast_otel.processors.detectors.base import DetectorFactory
+from mast_otel.processors.detectors.signals import SignalsConfig
 
 
 class DetectorsConfig:

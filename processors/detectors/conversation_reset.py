@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from processors.detectors.base import Detector, DetectorFactory
-from processors.model import Finding, Step, StepKind
-from processors.run import DetectorRun, Run
+from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.model import Finding, Step, StepKind
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from processors import conventions
-from processors.detectors.base import Detector, DetectorFactory
-from processors.detectors.signals import words
-from processors.model import Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors import conventions
+from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.detectors.signals import words
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

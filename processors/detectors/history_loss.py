@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.detectors.conversation_reset import (
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.conversation_reset import (
     ConversationResetConfig,
     is_back_to_opening,
 )
-from processors.model import Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

@@ -32,19 +32,19 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from processors import conventions
-from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.detectors.missing_verification import (
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.missing_verification import (
     CHANGE_LEDGERS,
     DEFAULT_CHECK_TOOL_PATTERN,
     MissingVerification,
 )
-from processors.detectors.records import record_asked_for
-from processors.detectors.signals import Health
-from processors.detectors.verification import ChangeLedger
-from processors.model import Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors.detectors.records import record_asked_for
+from mast_otel.processors.detectors.signals import Health
+from mast_otel.processors.detectors.verification import ChangeLedger
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

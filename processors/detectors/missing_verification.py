@@ -31,11 +31,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.detectors.verification import ChangeLedger
-from processors.model import Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.verification import ChangeLedger
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # What a check is called (a tool's name, or the command a runner tool is given).
 DEFAULT_CHECK_TOOL_PATTERN = r"alert|health|status|verify|check|probe|metric|monitor|\btest|pytest"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from processors.model import Step, StepRef
-from processors.run import Run
+from mast_otel.processors.model import Step, StepRef
+from mast_otel.processors.run import Run
 
 # Tool calls checked again at close (the first ones of a run).
 MAX_TRACKED_CALLS = 4096

@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.detectors.signals import is_final_answer
-from processors.model import Finding, Step, StepKind
-from processors.run import DetectorRun, Run
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.signals import is_final_answer
+from mast_otel.processors.model import Finding, Step, StepKind
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

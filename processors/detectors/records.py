@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from processors.classify import ActionClassifier
-from processors.model import Step
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.model import Step
 
 
 def record_asked_for(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 
-from processors.model import Step, StepKind
+from mast_otel.processors.model import Step, StepKind
 
 
 @dataclass

@@ -40,10 +40,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from processors.model import Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

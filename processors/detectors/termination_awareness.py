@@ -23,12 +23,12 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from processors import conventions
-from processors.classify import ActionKind
-from processors.detectors.base import Detector, DetectorFactory
-from processors.detectors.signals import Health, is_final_answer
-from processors.model import Finding, Step, StepKind, StepRef
-from processors.run import DetectorRun, Run
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.detectors.signals import Health, is_final_answer
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import DetectorRun, Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from processors.classify import ActionClassifier, ActionKind
-from processors.detectors.signals import Signals, is_final_answer
-from processors.model import Step, StepKind, StepRef
-from processors.run import Run
+from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.detectors.signals import Signals, is_final_answer
+from mast_otel.processors.model import Step, StepKind, StepRef
+from mast_otel.processors.run import Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.

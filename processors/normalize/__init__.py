@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from processors.model import Step, StepKind
-from processors.normalize import (
+from mast_otel.processors.model import Step, StepKind
+from mast_otel.processors.normalize import (
     codex,
     evaluation_logs,
     genai,
@@ -29,9 +29,9 @@ from processors.normalize import (
     openllmetry,
     span_fields,
 )
-from processors.normalize.handoffs import mark_handoff
-from processors.normalize.values import MAX_TEXT
-from processors.records import LogRecord, SpanRecord
+from mast_otel.processors.normalize.handoffs import mark_handoff
+from mast_otel.processors.normalize.values import MAX_TEXT
+from mast_otel.processors.records import LogRecord, SpanRecord
 
 __all__ = ["LOG_DIALECTS", "MAX_TEXT", "SPAN_DIALECTS", "normalize_log", "normalize_span"]
 

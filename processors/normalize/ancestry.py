@@ -11,7 +11,7 @@ tells the caller a step's agent may still be named by a span yet to come.
 
 from __future__ import annotations
 
-from processors.model import Step
+from mast_otel.processors.model import Step
 
 # Dialects that name the agent on agent spans only, never on their model and tool spans: their
 # steps are worth waiting for an ancestor (other dialects' steps usually name their agent, and

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from processors.ids import stable_hex
-from processors.model import Step, StepKind, StepStatus
-from processors.normalize import values
-from processors.normalize.values import MAX_TEXT
-from processors.records import LogRecord
+from mast_otel.processors.ids import stable_hex
+from mast_otel.processors.model import Step, StepKind, StepStatus
+from mast_otel.processors.normalize import values
+from mast_otel.processors.normalize.values import MAX_TEXT
+from mast_otel.processors.records import LogRecord
 
 DIALECT = "codex"
 PREFIX = "codex."

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from processors.ids import stable_hex
-from processors.model import Step, StepKind
-from processors.normalize import genai, values
-from processors.records import LogRecord
+from mast_otel.processors.ids import stable_hex
+from mast_otel.processors.model import Step, StepKind
+from mast_otel.processors.normalize import genai, values
+from mast_otel.processors.records import LogRecord
 
 DIALECT = "genai"
 EVENT_NAME_ATTRIBUTE = "event.name"

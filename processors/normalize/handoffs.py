@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from processors.classify import DEFAULT_PERSON_WORDS, name_words
-from processors.model import Step, StepKind
+from mast_otel.processors.classify import DEFAULT_PERSON_WORDS, name_words
+from mast_otel.processors.model import Step, StepKind
 
 _TRANSFER_TOOL = re.compile(r"^(?:transfer_to|handoff_to|delegate_to|hand_off_to)_(?P<to>.+)$")
 _PERSON_WORDS = frozenset(DEFAULT_PERSON_WORDS)

@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from processors.model import Step, StepKind, ToolCallRequest
-from processors.normalize import payloads, span_fields, values
-from processors.normalize.values import MAX_TEXT
-from processors.records import SpanRecord
+from mast_otel.processors.model import Step, StepKind, ToolCallRequest
+from mast_otel.processors.normalize import payloads, span_fields, values
+from mast_otel.processors.normalize.values import MAX_TEXT
+from mast_otel.processors.records import SpanRecord
 
 DIALECT = "openinference"
 

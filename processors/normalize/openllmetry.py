@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from processors.model import Step, StepKind, ToolCallRequest
-from processors.normalize import genai, payloads, values
-from processors.normalize.values import MAX_TEXT
-from processors.records import SpanRecord
+from mast_otel.processors.model import Step, StepKind, ToolCallRequest
+from mast_otel.processors.normalize import genai, payloads, values
+from mast_otel.processors.normalize.values import MAX_TEXT
+from mast_otel.processors.records import SpanRecord
 
 DIALECT = "openllmetry"
 TRACELOOP_PREFIX = "traceloop."

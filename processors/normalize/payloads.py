@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from processors.model import ToolCallRequest
-from processors.normalize.values import (
+from mast_otel.processors.model import ToolCallRequest
+from mast_otel.processors.normalize.values import (
     DEPTH_MAX,
     first,
     name,

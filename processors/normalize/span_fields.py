@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from processors.model import Step, StepKind, StepStatus
-from processors.normalize.values import (
+from mast_otel.processors.model import Step, StepKind, StepStatus
+from mast_otel.processors.normalize.values import (
     ERROR_TEXT_MAX,
     mapping,
     name,

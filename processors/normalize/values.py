@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from processors.conventions import RUN_ATTRIBUTES
+from mast_otel.processors.conventions import RUN_ATTRIBUTES
 
 # Default cap for tool arguments, tool results and output text (characters).
 MAX_TEXT = 16384

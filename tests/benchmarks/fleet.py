@@ -13,8 +13,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.demo.agent import SreAgent, tracer_provider
-from collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.agent import SreAgent, tracer_provider
+from mast_otel.collector.demo.dialects import DIALECTS
 from tests.corpus import CORPUS
 
 

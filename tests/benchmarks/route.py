@@ -20,15 +20,15 @@ from collections.abc import Callable
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from collector.otlp.decode import (
+from mast_otel.collector.otlp.decode import (
     decode_logs,
     decode_spans,
     parse_logs_request,
     parse_trace_request,
 )
-from collector.otlp.jsonpb import parse_trace_json
-from collector.sharding import route as route_module
-from collector.sharding.route import route_logs, route_request, route_traces
+from mast_otel.collector.otlp.jsonpb import parse_trace_json
+from mast_otel.collector.sharding import route as route_module
+from mast_otel.collector.sharding.route import route_logs, route_request, route_traces
 from tests.benchmarks.fleet import build_fleet
 from tests.fuzzing import to_json
 

@@ -22,9 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from collector.otlp.decode import decode_spans, parse_trace_request
-from collector.store import ChdbStore
-from processors.normalize import normalize_span
+from mast_otel.collector.otlp.decode import decode_spans, parse_trace_request
+from mast_otel.collector.store import ChdbStore
+from mast_otel.processors.normalize import normalize_span
 from tests.benchmarks.fleet import Fleet, build_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def main() -> int:
     command = [
         sys.executable,
         "-m",
-        "collector.cli",
+        "mast_otel.collector.cli",
         "serve",
         "--data-dir",
         str(work / "store"),

@@ -15,11 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from processors.classify import ActionClassifier
-from processors.detectors import build_detectors, detector_factory
-from processors.detectors.config import DetectorsConfig
-from processors.model import Step, StepKind, StepStatus, ToolCallRequest
-from processors.window import RunWindows, WindowConfig
+from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors import build_detectors, detector_factory
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.model import Step, StepKind, StepStatus, ToolCallRequest
+from mast_otel.processors.window import RunWindows, WindowConfig
 
 COMMANDS = (
     "kubectl get pods -n shop",

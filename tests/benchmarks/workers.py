@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collector.store import ChdbStore
+from mast_otel.collector.store import ChdbStore
 from tests.benchmarks.fleet import build_fleet
 from tests.benchmarks.run import ROOT, free_port, health, parse_ceiling, percentile
 
@@ -92,7 +92,7 @@ def run_once(args: argparse.Namespace, workers: int, ceiling: float) -> dict[str
     command = [
         sys.executable,
         "-m",
-        "collector.cli",
+        "mast_otel.collector.cli",
         "serve",
         "--data-dir",
         str(work / "store"),

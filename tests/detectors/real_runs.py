@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from collector.analyze import analyze_files
-from collector.config import load_config
-from collector.importers import chat
-from processors.model import Finding
+from mast_otel.collector.analyze import analyze_files
+from mast_otel.collector.config import load_config
+from mast_otel.collector.importers import chat
+from mast_otel.processors.model import Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from collector.config import Config, ConfigError, apply_overrides, load_config
-from processors.conventions import MODE_CODES
-from processors.detectors import FACTORIES, Detector, DetectorContext, DetectorFactory
-from processors.detectors.config import DetectorsConfig
-from processors.model import Finding, Step, StepKind
-from processors.run import DetectorRun, Run
+from mast_otel.collector.config import Config, ConfigError, apply_overrides, load_config
+from mast_otel.processors.conventions import MODE_CODES
+from mast_otel.processors.detectors import FACTORIES, Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.model import Finding, Step, StepKind
+from mast_otel.processors.run import DetectorRun, Run
 from tests.steps import RunBuilder, analyse
 
 
@@ -29,7 +29,7 @@ def test_every_mode_has_one_factory_in_taxonomy_order() -> None:
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=lambda f: f.type)
 def test_a_factory_lives_at_the_end_of_the_module_named_for_it(factory: DetectorFactory) -> None:
-    module = importlib.import_module(f"processors.detectors.{factory.type}")
+    module = importlib.import_module(f"mast_otel.processors.detectors.{factory.type}")
     assert module.FACTORY is factory
     assert factory.config.__module__ == module.__name__
     config = factory.default_config()

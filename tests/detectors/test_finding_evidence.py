@@ -9,7 +9,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from processors.model import Finding
+from mast_otel.processors.model import Finding
 from tests.detectors.real_runs import all_tau_findings, needs_tau, tau_runs
 
 ROOT = Path(__file__).resolve().parents[2]

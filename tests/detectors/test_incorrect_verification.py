@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from collector.config import Config
-from processors.detectors.incorrect_verification import IncorrectVerificationConfig
+from mast_otel.collector.config import Config
+from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.imported import findings_of
 from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules

@@ -135,8 +135,8 @@ def test_fm32_tau_bench_booking_returns_its_record():
 
 def test_fm32_codex_session_patch_checked_by_its_test_run():
     # The Codex fixture: update_plan (planning), apply_patch on cart.py, then `pytest -q`.
-    from collector.analyze import analyze_files
-    from collector.config import Config
+    from mast_otel.collector.analyze import analyze_files
+    from mast_otel.collector.config import Config
 
     fixture = (
         Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.config import DetectorsConfig
 from tests.imported import tau_file, tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, only, rules
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from processors import conventions
-from processors.detectors.config import DetectorsConfig
-from processors.detectors.reasoning_action import ReasoningActionConfig, list_totals, numbers
+from mast_otel.processors import conventions
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.reasoning_action import (
+    ReasoningActionConfig,
+    list_totals,
+    numbers,
+)
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, rules
 

@@ -5,7 +5,7 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-from processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.config import DetectorsConfig
 from tests.steps import FIX, RunBuilder, rules
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from collector.config import Config
-from processors.detectors.config import DetectorsConfig
-from processors.detectors.step_repetition import StepRepetitionConfig
+from mast_otel.collector.config import Config
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.step_repetition import StepRepetitionConfig
 from tests.imported import findings_of, tau_file, tau_findings
 from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
 

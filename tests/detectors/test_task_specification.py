@@ -5,8 +5,8 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-from processors import conventions
-from processors.detectors.config import DetectorsConfig
+from mast_otel.processors import conventions
+from mast_otel.processors.detectors.config import DetectorsConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.steps import FIX, GET_PODS, TASK, RunBuilder, analyse, rules
 

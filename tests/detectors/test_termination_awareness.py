@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from processors.detectors.signals import is_final_answer
-from processors.model import StepKind
+from mast_otel.processors.detectors.signals import is_final_answer
+from mast_otel.processors.model import StepKind
 from tests.imported import tau_file, tau_findings, tau_steps
 from tests.steps import GET_PODS, RunBuilder, analyse, rules
 

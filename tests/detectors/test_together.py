@@ -3,7 +3,7 @@ turned off."""
 
 from __future__ import annotations
 
-from processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.config import DetectorsConfig
 from tests.steps import FIX, RunBuilder, analyse, rules
 
 

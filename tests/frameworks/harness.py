@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collector.run_steps import run_steps
-from collector.store import ChdbStore, queries
+from mast_otel.collector.run_steps import run_steps
+from mast_otel.collector.store import ChdbStore, queries
+from tests.load import PYTHONPATH
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "collector.cli"]
+CLI = [sys.executable, "-m", "mast_otel.collector.cli"]
 
 
 def free_port() -> int:
@@ -41,7 +42,7 @@ NO_NETWORK = {
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = PYTHONPATH
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env

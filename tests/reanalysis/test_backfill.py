@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from collector.cli import main
-from collector.demo.dialects import DIALECTS
-from collector.demo.runner import run_agents
-from collector.reanalysis.backfill import ProgressBar, analyze_stored_traces, backfill
-from collector.service import Service
-from collector.store import ChdbStore, queries
+from mast_otel.collector.cli import main
+from mast_otel.collector.demo.dialects import DIALECTS
+from mast_otel.collector.demo.runner import run_agents
+from mast_otel.collector.reanalysis.backfill import ProgressBar, analyze_stored_traces, backfill
+from mast_otel.collector.service import Service
+from mast_otel.collector.store import ChdbStore, queries
 from tests.storedata import EXPORTER_TRACES_SQL, run_sql_file
 from tests.test_end_to_end import loopback_config
 
@@ -113,7 +113,7 @@ def test_backfill_finds_what_the_live_path_found_and_twice_changes_nothing(live_
 
 def test_backfill_keeps_an_outcome_posted_after_the_run(live_store, tmp_path):
     config, runs, _, _, _, started = live_store
-    from collector.store.signatures import record_outcome
+    from mast_otel.collector.store.signatures import record_outcome
 
     store = ChdbStore(config.storage.data_dir)
     try:

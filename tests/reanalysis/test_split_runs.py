@@ -17,15 +17,15 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.config import Config, load_config
-from collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
-from collector.otlp.decode import decode_spans
-from collector.pipeline import Pipeline
-from collector.reanalysis.split_runs import SplitRunMerger
-from collector.store import ChdbStore, migrate, queries
-from collector.store.batching import ClickHouseExporter
-from collector.store.exporter import MemoryExporter
-from processors.records import SpanRecord
+from mast_otel.collector.config import Config, load_config
+from mast_otel.collector.demo.agent import SCENARIOS_BY_NAME, SreAgent, tracer_provider
+from mast_otel.collector.otlp.decode import decode_spans
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.reanalysis.split_runs import SplitRunMerger
+from mast_otel.collector.store import ChdbStore, migrate, queries
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.exporter import MemoryExporter
+from mast_otel.processors.records import SpanRecord
 from tests.loadbalancing import HashRing, positions_for
 
 

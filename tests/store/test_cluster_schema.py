@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from collector.config import TtlConfig
-from collector.store import ChdbStore, migrate, queries, schema_status
-from collector.store.batching import ClickHouseExporter
-from collector.store.signatures import record_outcome
-from schemas import (
+from mast_otel.collector.config import TtlConfig
+from mast_otel.collector.store import ChdbStore, migrate, queries, schema_status
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.signatures import record_outcome
+from mast_otel.schemas import (
     TTL_TABLES,
     Layout,
     bootstrap_statements,
@@ -104,7 +104,7 @@ def test_replicated_local_tables_are_created_with_the_servers_macros(tmp_path):
     script = textwrap.dedent(
         """
         import json, sys
-        from collector.store import ChdbStore
+        from mast_otel.collector.store import ChdbStore
         data_dir, config, statements = sys.argv[1], sys.argv[2], json.loads(sys.stdin.read())
         store = ChdbStore(data_dir, options={"config-file": config})
         try:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from collector.cli import main
-from collector.store import ChdbStore, migrate, queries
-from collector.store.batching import ClickHouseExporter
+from mast_otel.collector.cli import main
+from mast_otel.collector.store import ChdbStore, migrate, queries
+from mast_otel.collector.store.batching import ClickHouseExporter
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 BASE = (T0 // MINUTE) * MINUTE  # a minute boundary

@@ -8,13 +8,13 @@ import random
 
 import pytest
 
-from collector.store import ChdbStore, StoreError, migrate, queries
-from collector.store.arrow import findings_table, signatures_table, spans_table
-from collector.store.batching import ClickHouseExporter
-from collector.store.retry import RetryPolicy
-from collector.store.signatures import UnknownRun, record_outcome
-from collector.store.stored_spans import span_record
-from processors.conventions import MODE_CODES, fatal_prior
+from mast_otel.collector.store import ChdbStore, StoreError, migrate, queries
+from mast_otel.collector.store.arrow import findings_table, signatures_table, spans_table
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.retry import RetryPolicy
+from mast_otel.collector.store.signatures import UnknownRun, record_outcome
+from mast_otel.collector.store.stored_spans import span_record
+from mast_otel.processors.conventions import MODE_CODES, fatal_prior
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 
@@ -219,7 +219,7 @@ def test_an_outcome_posted_later_replaces_the_signature_and_moves_the_run(store)
 def test_partial_signatures_of_a_split_run_are_replaced_by_the_whole(store):
     """Two collectors each closed part of one run; the whole trace's signature replaces both
     in the runs rollup, and later versions keep it at one run, merges or not."""
-    from collector.store.signatures import write_signature_versions
+    from mast_otel.collector.store.signatures import write_signature_versions
 
     first = ClickHouseExporter(store, 1000, 60)
     first.add_signatures([signature(5, T0, {"FM-1.3": 1})])

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from collector.config import TtlConfig
-from collector.store import ChdbStore, apply_ttls, migrate, schema_status
-from collector.store.arrow import findings_table, signatures_table, spans_table
-from processors.conventions import FATAL_PRIOR_CODES, MODES
-from schemas import Layout, SchemaSourceError, latest_version, migrations, render
+from mast_otel.collector.config import TtlConfig
+from mast_otel.collector.store import ChdbStore, apply_ttls, migrate, schema_status
+from mast_otel.collector.store.arrow import findings_table, signatures_table, spans_table
+from mast_otel.processors.conventions import FATAL_PRIOR_CODES, MODES
+from mast_otel.schemas import Layout, SchemaSourceError, latest_version, migrations, render
 from tests.storedata import EXPORTER_TRACES_SQL, T0, finding, run_sql_file, signature, span
 
 LATEST = latest_version()
@@ -179,7 +179,7 @@ def test_a_statement_of_unknown_form_is_refused_not_half_translated():
 def test_store_created_by_the_opentelemetry_exporter_is_migrated_and_read(tmp_path):
     """The exporter's own table definitions first; migrate accepts them, writes and reads
     go through them unchanged."""
-    from collector.store import queries
+    from mast_otel.collector.store import queries
 
     store = ChdbStore(tmp_path)
     try:
@@ -200,9 +200,9 @@ def test_store_created_by_the_opentelemetry_exporter_is_migrated_and_read(tmp_pa
 def test_start_refuses_a_store_behind_when_auto_migrate_is_off(tmp_path):
     import dataclasses
 
-    from collector.config import load_config
-    from collector.service import prepare_store
-    from collector.store import StoreError
+    from mast_otel.collector.config import load_config
+    from mast_otel.collector.service import prepare_store
+    from mast_otel.collector.store import StoreError
 
     base = load_config()
     config = dataclasses.replace(

@@ -13,8 +13,13 @@ import socket
 import clickhouse_connect
 import pytest
 
-from collector.config import ClickHouseServerConfig, ConfigError, StorageConfig, load_config
-from collector.store import (
+from mast_otel.collector.config import (
+    ClickHouseServerConfig,
+    ConfigError,
+    StorageConfig,
+    load_config,
+)
+from mast_otel.collector.store import (
     ClickHouseServerStore,
     StoreError,
     migrate,
@@ -22,9 +27,9 @@ from collector.store import (
     queries,
     schema_status,
 )
-from collector.store.backends import PASSWORD_ENV, client_arguments
-from collector.store.batching import ClickHouseExporter
-from collector.store.signatures import record_outcome
+from mast_otel.collector.store.backends import PASSWORD_ENV, client_arguments
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.signatures import record_outcome
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 
@@ -59,7 +64,7 @@ def test_migrate_write_and_read_through_clickhouse_connect(server_store):
 
 def test_insert_deduplication_token_is_sent_as_a_setting(server_store):
     migrate(server_store)
-    from collector.store.arrow import spans_table
+    from mast_otel.collector.store.arrow import spans_table
 
     batch = spans_table([span(2, i, T0 + i) for i in range(3)])
     server_store.insert_arrow("otel_traces", batch, dedup_token="t-1")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from collector.store import ChdbStore, StoreError, migrate
-from collector.store.batching import ClickHouseExporter
-from collector.store.retry import RetryPolicy
-from collector.store.stats import ExporterStats
-from collector.store.writers import Batch, TableWriters
-from processors.model import OutcomeUpdate
-from processors.records import LogRecord
+from mast_otel.collector.store import ChdbStore, StoreError, migrate
+from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.store.retry import RetryPolicy
+from mast_otel.collector.store.stats import ExporterStats
+from mast_otel.collector.store.writers import Batch, TableWriters
+from mast_otel.processors.model import OutcomeUpdate
+from mast_otel.processors.records import LogRecord
 from tests.storedata import MINUTE, T0, finding, signature, span, trace_id
 
 

@@ -16,28 +16,28 @@ server-local date strings.
 
 from __future__ import annotations
 
-from collector.store.queries.common import QueryError
-from collector.store.queries.results import (
+from mast_otel.collector.store.queries.common import QueryError
+from mast_otel.collector.store.queries.results import (
     FindingFilter,
     findings,
     signatures,
     span_counts,
     summary,
 )
-from collector.store.queries.rollups import (
+from mast_otel.collector.store.queries.rollups import (
     Scope,
     failing_now,
     failing_since,
     findings_per_minute,
     runs_per_minute,
 )
-from collector.store.queries.traces import (
+from mast_otel.collector.store.queries.traces import (
     run_timeline,
     stored_spans,
     trace_bounds,
     trace_ids_between,
 )
-from collector.store.queries.versions import (
+from mast_otel.collector.store.queries.versions import (
     counted_signature_rows,
     current_signature_rows,
     stored_finding_ids,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from collector.store.encoding import sql_string
+from mast_otel.collector.store.encoding import sql_string
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 NS = 1_000_000_000

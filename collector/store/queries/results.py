@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from collector.store.backends import Store
-from collector.store.queries.common import MODE_CODE, TRACE_ID, QueryError
-from processors.scoring import GroupSummary, ScoringConfig, summarize
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.queries.common import MODE_CODE, TRACE_ID, QueryError
+from mast_otel.processors.scoring import GroupSummary, ScoringConfig, summarize
 
 
 @dataclass(frozen=True, slots=True)

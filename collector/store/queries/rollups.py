@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from collector.store.backends import Store
-from collector.store.encoding import sql_string
-from collector.store.queries.common import MODE_CODE, NS, QueryError
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.encoding import sql_string
+from mast_otel.collector.store.queries.common import MODE_CODE, NS, QueryError
 
 
 @dataclass(frozen=True, slots=True)

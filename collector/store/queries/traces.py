@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.store.backends import Store
-from collector.store.queries.common import NS, checked_trace_id, id_list
-from collector.store.queries.results import FindingFilter, findings, signatures
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.queries.common import NS, checked_trace_id, id_list
+from mast_otel.collector.store.queries.results import FindingFilter, findings, signatures
 
 
 def trace_bounds(store: Store, trace_ids: list[str]) -> dict[str, tuple[int, int]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.store.backends import Store
-from collector.store.queries.common import id_list
+from mast_otel.collector.store.backends import Store
+from mast_otel.collector.store.queries.common import id_list
 
 
 def stored_finding_ids(store: Store, trace_ids: list[str]) -> set[str]:

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# mypy over the product's code, read as the package it installs as (mast_otel.*).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/dev-links.sh
+MYPYPATH=.dev "${MYPY:-.venv/bin/mypy}" \
+    -p mast_otel.collector -p mast_otel.processors -p mast_otel.schemas -p mast_otel.dashboards "$@"
