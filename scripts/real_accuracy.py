@@ -20,6 +20,11 @@ Labels: JSON lines, one run each:
 `index` is the run's position in the file, `message` an index into its `traj`; `labels: []`
 means the reader found no failure.
 
+Without --labels: the development labels (tests/labels/tau_airline/*.jsonl, which the rules
+were written against) and the held-out labels (tests/labels/tau_airline/holdout/*.jsonl,
+labelled later by other readers and never read while writing rules), each on its own and
+together; the targets and the top level of --json are for both together, `sets` holds each.
+
 --check exits 1 when a target is missed: precision >= 0.8 for every mode with >= 3 labelled
 positives, recall >= 0.6 over all labels, >= 90% of successful clean-labelled runs silent.
 Exit status 2 with a one-line message for a missing or malformed file.
@@ -48,6 +53,11 @@ from mast_otel.processors.conventions import MODE_CODES  # noqa: E402
 
 DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"
 LABELS = "tests/labels/tau_airline/*.jsonl"
+HELD_OUT = "tests/labels/tau_airline/holdout/*.jsonl"
+# Without --labels, the figures are given for each set of labels and for all of them together
+# (the targets apply to all): the development set is what the rules were written against, the
+# held-out set was labelled afterwards by other readers and never read while writing rules.
+LABEL_SETS = {"development": [LABELS], "held_out": [HELD_OUT]}
 STEP_TOLERANCE = 2
 TARGET_PRECISION = 0.8
 TARGET_PRECISION_MIN_POSITIVES = 3
@@ -328,13 +338,26 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def report(result: dict[str, Any]) -> str:
+def report(result: dict[str, Any], sets: dict[str, dict[str, Any]] | None = None) -> str:
     lines = [
         f"{result['runs']} runs ({result['failed_runs']} failed, {result['success_runs']} "
         f"successful); {result['labelled_runs']} labelled, {result['doubly_labelled_runs']} "
         f"by two readers",
+    ]
+    for name, figures_of_set in (sets or {}).items():
+        lines += ["", f"== {name.replace('_', '-')} labels =="]
+        lines += labelled_table(figures_of_set)
+    if sets:
+        lines += ["", "== all labels (the targets apply here) =="]
+    lines += labelled_table(result)
+    lines += lift_and_agreement(result)
+    return "\n".join(lines)
+
+
+def labelled_table(result: dict[str, Any]) -> list[str]:
+    lines = [
         "",
-        "On the labelled runs (run x mode):",
+        f"On the {result['labelled_runs']} labelled runs (run x mode):",
         f"{'mode':<7} {'labelled':>8} {'TP':>4} {'FP':>4} {'FN':>4} {'prec':>5} {'recall':>6}"
         f" {'at step':>8}",
     ]
@@ -352,6 +375,12 @@ def report(result: dict[str, Any]) -> str:
         f"({result['labelled_positives']} labelled positives)",
         f"successful runs labelled clean with no finding: {result['clean_success_silent']} of "
         f"{result['clean_success_runs']} ({_fmt(result['clean_success_silent_share'])})",
+    ]
+    return lines
+
+
+def lift_and_agreement(result: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "Lift over all runs (share of failed vs successful runs with the mode):",
         f"{'mode':<7} {'findings':>8} {'failed':>7} {'success':>7} {'diff pp':>8} {'ratio':>6}",
@@ -374,7 +403,7 @@ def report(result: dict[str, Any]) -> str:
                     f"{mode:<7} {row['both']:>4} {row['only_a']:>6} {row['only_b']:>6} "
                     f"{_fmt(row['agreement']):>6} {_fmt(row['kappa']):>6}"
                 )
-    return "\n".join(lines)
+    return lines
 
 
 def show_findings(runs: list[RunResult]) -> str:
@@ -400,9 +429,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-findings", action="store_true", help="print every finding")
     args = parser.parse_args(argv)
     try:
-        labels = load_labels(args.labels or [LABELS])
+        label_sets = {"given": args.labels} if args.labels else LABEL_SETS
+        loaded = {name: load_labels(globs) for name, globs in label_sets.items()}
         runs = analyse(args.data or default_data(), args.config)
-        result = figures(runs, labels)
+        everything: dict[int, list[Label]] = defaultdict(list)
+        for labels in loaded.values():
+            for index, readers in labels.items():
+                everything[index] += readers
+        result = figures(runs, dict(everything))
+        sets = {} if args.labels else {n: figures(runs, lab) for n, lab in loaded.items()}
     except (InputError, ImportFormatError, ConfigError, OSError) as exc:
         print(f"real_accuracy: {exc}", file=sys.stderr)
         return 2
@@ -415,9 +450,14 @@ def main(argv: list[str] | None = None) -> int:
                 for r in runs
                 for f in r.findings
             ]
+        if sets:
+            result["sets"] = {
+                name: {k: v for k, v in f.items() if k not in ("lift", "runs")}
+                for name, f in sets.items()
+            }
         print(json.dumps(result, indent=1))
     else:
-        print(report(result))
+        print(report(result, sets))
         if args.show_findings:
             print("\nFindings:\n" + show_findings(runs))
         if args.check:
