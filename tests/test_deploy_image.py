@@ -128,10 +128,24 @@ def test_build_context_holds_what_the_dockerfile_copies() -> None:
 
 
 def test_wheel_of_the_build_stage_carries_code_schemas_and_entry_point(tmp_path: Path) -> None:
-    """What `pip wheel --no-deps .` makes in the build stage, made the same way here."""
+    """What `pip wheel --no-deps .` makes in the build stage, made the same way here: from a
+    context holding only what the build stage copies (no stale build/ of a checkout)."""
+    context = tmp_path / "src"
+    context.mkdir()
+    (build,) = stages()[:1]
+    for instruction in build:
+        if instruction.cmd == "COPY" and not instruction.flags:
+            for source in instruction.value[:-1]:
+                origin = ROOT / source
+                if origin.is_dir():
+                    shutil.copytree(
+                        origin, context / source, ignore=shutil.ignore_patterns("__pycache__")
+                    )
+                else:
+                    shutil.copy2(origin, context / source)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(tmp_path), "."],
-        cwd=ROOT,
+        cwd=context,
         capture_output=True,
         text=True,
         check=False,
