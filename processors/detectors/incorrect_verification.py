@@ -33,6 +33,7 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
 from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
 from mast_otel.processors.detectors.missing_verification import (
     CHANGE_LEDGERS,
@@ -98,6 +99,18 @@ class IncorrectVerificationConfig:
     past_window_days: int = 365
     # `change_on_past_record` findings per run (one per record).
     max_findings_per_run: int = 3
+    # Numbers below this are not figures for `rejected_figure` and `amount_does_not_cover`
+    # (list markers, counts of one or two).
+    min_figure: float = 10.0
+    # An amount said to cover another (`amount_does_not_cover`); "" turns the rule off.
+    covers_pattern: str = (
+        r"\b(?:will|would|can|could|should|to|does|do)?\s*(?:fully\s+)?(?:covers?|pays? for|"
+        r"(?:is|are) (?:enough|sufficient) (?:for|to cover)|suffices? for)\b"
+    )
+    # A sentence that says the amount does not (fully) cover: no finding.
+    covers_negation_pattern: str = (
+        r"\b(?:not|no|never|cannot|insufficient|partly|partially|part of|only)\b|n't\b"
+    )
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -120,6 +133,8 @@ class IncorrectVerificationConfig:
             ("failure_result_pattern", self.failure_result_pattern),
             ("success_statement_pattern", self.success_statement_pattern),
             ("mismatch_pattern", self.mismatch_pattern),
+            ("covers_pattern", self.covers_pattern),
+            ("covers_negation_pattern", self.covers_negation_pattern),
             *(("identity_patterns", p) for p in self.identity_patterns),
         ]
         for name, pattern in patterns:
@@ -157,6 +172,8 @@ class IncorrectVerification(Detector):
         self.current_date = (
             re.compile(c.current_date_pattern, flags) if c.current_date_pattern else None
         )
+        self.covers = re.compile(c.covers_pattern, flags) if c.covers_pattern else None
+        self.covers_negation = re.compile(c.covers_negation_pattern, flags)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -176,7 +193,7 @@ class IncorrectVerification(Detector):
 
 
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("conclusions", "config", "detector", "ledger")
+    __slots__ = ("conclusions", "config", "detector", "figures", "ledger")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
@@ -188,14 +205,15 @@ class _IncorrectVerificationRun(DetectorRun):
             else ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
         )
         self.conclusions = Conclusions(detector)
+        self.figures = FigureChecks(detector)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
             self.ledger.observe(step, run)
-        return self.conclusions.observe(step, run)
+        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        return [*self.conclusions.close(run), *self._claims(run)]
+        return [*self.conclusions.close(run), *self.figures.close(run), *self._claims(run)]
 
     def _claims(self, run: Run) -> Iterable[Finding]:
         ledger = self.ledger
@@ -303,7 +321,7 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        return self.conclusions.observe(step, run)
+        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
 
 
 FACTORY = DetectorFactory(
