@@ -3,8 +3,9 @@
 - `rejected_figure`: a change was rejected with an error that states two figures (the system's
   and the one the call carried: "total price is 305, but paid 255", "expected 12, got 10"), the
   agent had itself stated or computed the call's figure (in its words or a calculation's
-  result, before or after the rejection) and had never stated the system's: it read the
-  inputs, computed, and concluded a wrong figure, or read the error and kept its own.
+  result, before or after the rejection; not a figure the user gave) and had never stated the
+  system's: it read the inputs, computed, and concluded a wrong figure, or read the error and
+  kept its own.
 - `amount_does_not_cover`: the agent tells the user that an amount covers another ("your $224
   balance will cover the $234"; "8 GB free is enough for the 12 GB image") when the first is
   smaller than the second, with no negation in the sentence.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 _MUTATING = ActionKind.MUTATING
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
 
 # A standalone number: not glued to letters, digits of an identifier, a date or a time.
 _NUMBER = re.compile(r"(?<![\w.:/-])[$€£]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w:/-]|\.\d)")
@@ -55,7 +57,7 @@ class FigureChecks:
     """Per run: the figures the agent stated, changes rejected with two figures, and claims
     that one amount covers another."""
 
-    __slots__ = ("detector", "rejected", "reported", "stated")
+    __slots__ = ("detector", "given", "rejected", "reported", "stated")
 
     def __init__(self, detector: IncorrectVerification) -> None:
         self.detector = detector
@@ -65,9 +67,15 @@ class FigureChecks:
         # before it).
         self.rejected: list[tuple[StepRef, str, str, list[float], frozenset[float]]] = []
         self.reported: set[str] = set()
+        # Figures the user gave: the agent repeating them concluded nothing.
+        self.given: set[float] = set()
 
     def observe(self, step: Step, run: Run) -> list[Finding]:
         config = self.detector.config
+        if step.kind is _HUMAN or (step.kind is _LLM and step.input_text):
+            text = step.input_text or step.output_text if step.kind is _HUMAN else step.input_text
+            if len(self.given) < config.max_tracked_records * 16:
+                self.given.update(figures(text[-20_000:], config.min_figure))
         if step.kind is _LLM:
             if step.output_text:
                 self._state(step.output_text, step, run)
@@ -109,7 +117,9 @@ class FigureChecks:
             return []
         for ref, call, error, found, before in self.rejected:
             theirs = [v for v in found if v not in before]
-            ours = [v for v in found if v in self.stated and v not in theirs]
+            ours = [
+                v for v in found if v in self.stated and v not in theirs and v not in self.given
+            ]
             if not theirs or not ours:
                 continue
             system, agent = theirs[0], ours[0]
@@ -150,9 +160,10 @@ class FigureChecks:
                 continue
             before = figures(sentence[: match.start()], detector.config.min_figure)
             after = figures(sentence[match.end() :], detector.config.min_figure)
-            if not before or not after or before[-1] >= after[0]:
+            # One amount said to cover (two or more: a split whose sum may well cover).
+            if len(before) != 1 or not after or before[0] >= after[0]:
                 continue
-            amount, needed = before[-1], after[0]
+            amount, needed = before[0], after[0]
             self.reported.add("amount_does_not_cover")
             claim = short(sentence.strip(), 200)
             return [
