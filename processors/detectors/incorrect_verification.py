@@ -35,6 +35,7 @@ from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
 from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
+from mast_otel.processors.detectors.incorrect_verification_window import WindowClaims
 from mast_otel.processors.detectors.missing_verification import (
     CHANGE_LEDGERS,
     DEFAULT_CHECK_TOOL_PATTERN,
@@ -107,6 +108,18 @@ class IncorrectVerificationConfig:
         r"\b(?:will|would|can|could|should|to|does|do)?\s*(?:fully\s+)?(?:covers?|pays? for|"
         r"(?:is|are) (?:enough|sufficient) (?:for|to cover)|suffices? for)\b"
     )
+    # The agent saying something is within a window of N hours or days (group 1: N, group 2:
+    # the unit) for `window_claim_contradicts_record`; "" turns the rule off.
+    window_claim_pattern: str = (
+        r"\b(?:is|are|was|were|it's|falls?|still)\s+(?:\w+\s+){0,2}?within\s+(?:the\s+)?"
+        r"(?:last\s+|first\s+)?(\d+)[- ]?(hours?|days?|weeks?)\b"
+    )
+    # A sentence that says it is not within the window, or only if, or that it will check:
+    # no finding.
+    window_negation_pattern: str = (
+        r"\b(?:not|no longer|never|outside|beyond|past|if|unless|whether|only|ensure|verify|"
+        r"check|confirm)\b|n't\b"
+    )
     # A sentence that says the amount does not (fully) cover: no finding.
     covers_negation_pattern: str = (
         r"\b(?:not|no|never|cannot|insufficient|partly|partially|part of|only)\b|n't\b"
@@ -135,6 +148,8 @@ class IncorrectVerificationConfig:
             ("mismatch_pattern", self.mismatch_pattern),
             ("covers_pattern", self.covers_pattern),
             ("covers_negation_pattern", self.covers_negation_pattern),
+            ("window_claim_pattern", self.window_claim_pattern),
+            ("window_negation_pattern", self.window_negation_pattern),
             *(("identity_patterns", p) for p in self.identity_patterns),
         ]
         for name, pattern in patterns:
@@ -174,6 +189,10 @@ class IncorrectVerification(Detector):
         )
         self.covers = re.compile(c.covers_pattern, flags) if c.covers_pattern else None
         self.covers_negation = re.compile(c.covers_negation_pattern, flags)
+        self.window_claim = (
+            re.compile(c.window_claim_pattern, flags) if c.window_claim_pattern else None
+        )
+        self.window_negation = re.compile(c.window_negation_pattern, flags)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -193,7 +212,7 @@ class IncorrectVerification(Detector):
 
 
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("conclusions", "config", "detector", "figures", "ledger")
+    __slots__ = ("conclusions", "config", "detector", "figures", "ledger", "windows")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
@@ -206,14 +225,21 @@ class _IncorrectVerificationRun(DetectorRun):
         )
         self.conclusions = Conclusions(detector)
         self.figures = FigureChecks(detector)
+        self.windows = WindowClaims(detector)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
             self.ledger.observe(step, run)
+        self.windows.observe(step, run)
         return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        return [*self.conclusions.close(run), *self.figures.close(run), *self._claims(run)]
+        return [
+            *self.conclusions.close(run),
+            *self.figures.close(run),
+            *self.windows.close(run),
+            *self._claims(run),
+        ]
 
     def _claims(self, run: Run) -> Iterable[Finding]:
         ledger = self.ledger
@@ -321,6 +347,7 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        self.windows.observe(step, run)
         return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
 
 
