@@ -17,6 +17,9 @@ Rule `unchecked_record`: a mutating call acts on a record id (`reservation_id`, 
 result showed and no earlier successful read was asked about: the id came only from the
 conversation or was made up, and the facts the change relies on were never looked at.
 
+Rule `verdict_without_read` (missing_verification_verdict.py): the agent rules on the user's
+own case ("you are eligible", "your booking cannot be refunded") before any read at all.
+
 Decided when the run closes, at the span of the unchecked change; at most
 `max_findings_per_run` findings per run. The study's remedy: externalize verification, so that
 tool evidence (a cleared alert, the changed state) is required before the agent may declare
@@ -33,6 +36,7 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.missing_verification_verdict import Verdicts
 from mast_otel.processors.detectors.verification import ChangeLedger
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
@@ -62,6 +66,17 @@ class MissingVerificationConfig:
     check_records_read_before: bool = True
     # Words of earlier tool results remembered per run to know which ids were shown.
     max_remembered_words: int = 50_000
+    # A verdict on the user's own case (`verdict_without_read`); "" turns the rule off.
+    verdict_pattern: str = (
+        r"\b(?:you are|you're|you will be|you'll be|you would be|it is|it's|this is|they are)"
+        r"\s+(?:not\s+)?(?:eligible|entitled)\b|\b(?:neither|none)\b[^.?!]{0,40}\bappl(?:y|ies)"
+        r" to your\b|\byour \w+(?: \w+)? (?:is|are) (?:not )?(?:eligible|entitled)\b|"
+        r"\byour \w+(?: \w+)? (?:cannot|can't|can not) be \w+ed\b"
+    )
+    # A sentence that only weighs a verdict (a condition, a hedge, an intention to check).
+    verdict_hedge_pattern: str = (
+        r"\b(?:if|whether|unless|may|might|could|determine|check|verify|confirm|once|need)\b"
+    )
 
     def validate(self) -> None:
         if self.max_remembered_words < 1:
@@ -71,13 +86,13 @@ class MissingVerificationConfig:
                 "detectors.missing_verification.max_findings_per_run and "
                 "max_tracked_mutations must be at least 1"
             )
-        try:
-            re.compile(self.check_tool_pattern)
-        except re.error as exc:
-            raise ValueError(
-                f"detectors.missing_verification.check_tool_pattern: invalid regular "
-                f"expression ({exc})"
-            ) from exc
+        for key in ("check_tool_pattern", "verdict_pattern", "verdict_hedge_pattern"):
+            try:
+                re.compile(getattr(self, key))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.missing_verification.{key}: invalid regular expression ({exc})"
+                ) from exc
 
 
 # The name under which this detector offers its change ledgers to the detectors created after
@@ -95,6 +110,9 @@ class MissingVerification(Detector):
         super().__init__(config, context)
         # Compiled once, not at every run's opening.
         self.check_tool = re.compile(self.config.check_tool_pattern, re.IGNORECASE)
+        c = self.config
+        self.verdict = re.compile(c.verdict_pattern, re.IGNORECASE) if c.verdict_pattern else None
+        self.verdict_hedge = re.compile(c.verdict_hedge_pattern, re.IGNORECASE)
         # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
         # ledger, until FM-3.3 opens its state for that run and takes it.
         self.sharing = False
@@ -135,7 +153,16 @@ _TOOL = StepKind.TOOL
 
 
 class _MissingVerificationRun(DetectorRun):
-    __slots__ = ("config", "detector", "ledger", "reported", "self_reported", "shown", "unchecked")
+    __slots__ = (
+        "config",
+        "detector",
+        "ledger",
+        "reported",
+        "self_reported",
+        "shown",
+        "unchecked",
+        "verdicts",
+    )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: MissingVerification) -> None:
@@ -154,9 +181,11 @@ class _MissingVerificationRun(DetectorRun):
         # (call, ids no earlier result showed), in run order; reported at close.
         self.unchecked: list[tuple[StepRef, str, list[str]]] = []
         self.reported: set[str] = set()
+        self.verdicts = Verdicts(detector)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         self.ledger.observe(step, run)
+        self.verdicts.observe(step, run)
         if step.kind is not _TOOL or not step.tool_name:
             return ()
         classifier = self.detector.classifier
@@ -241,7 +270,7 @@ class _MissingVerificationRun(DetectorRun):
                     run=run,
                 )
             )
-        return findings
+        return [*findings, *self.verdicts.close(run)]
 
 
 def _reports_state(result: str, targets: frozenset[str]) -> bool:
