@@ -66,12 +66,15 @@ class MissingVerificationConfig:
     check_records_read_before: bool = True
     # Words of earlier tool results remembered per run to know which ids were shown.
     max_remembered_words: int = 50_000
-    # A verdict on the user's own case (`verdict_without_read`); "" turns the rule off.
+    # A verdict on the user's own case, or compensation offered for it
+    # (`verdict_without_read`); "" turns the rule off.
     verdict_pattern: str = (
         r"\b(?:you are|you're|you will be|you'll be|you would be|it is|it's|this is|they are)"
         r"\s+(?:not\s+)?(?:eligible|entitled)\b|\b(?:neither|none)\b[^.?!]{0,40}\bappl(?:y|ies)"
         r" to your\b|\byour \w+(?: \w+)? (?:is|are) (?:not )?(?:eligible|entitled)\b|"
-        r"\byour \w+(?: \w+)? (?:cannot|can't|can not) be \w+ed\b"
+        r"\byour \w+(?: \w+)? (?:cannot|can't|can not) be \w+ed\b|"
+        r"\bI (?:can|could|will) (?:only )?(?:offer|issue|grant) (?:you )?(?:a|an) (?:\$?\d+ )?"
+        r"(?:certificate|voucher|credit|refund|compensation|discount|replacement)\b"
     )
     # A sentence that only weighs a verdict (a condition, a hedge, an intention to check).
     verdict_hedge_pattern: str = (

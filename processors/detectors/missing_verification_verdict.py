@@ -1,7 +1,8 @@
 """FM-3.2's `verdict_without_read`: the agent rules on the user's case having read nothing.
 
 The agent tells the user a verdict on their own case ("you are eligible", "your booking cannot
-be refunded", "neither condition applies to your order": `verdict_pattern`), as a fact (no
+be refunded", "neither condition applies to your order") or offers compensation for it ("I can
+offer a certificate"): `verdict_pattern`, as a fact (no
 condition, no question, no intention to check in the sentence: `verdict_hedge_pattern`), at a
 point where the run has made no successful read-only call at all: the facts the verdict rests
 on came from the user's words or nowhere. Only in runs that call tools (an agent with no tools

@@ -73,6 +73,10 @@ def test_a_refund_verdict_given_before_anything_was_read():
     assert _rules(_support("Your annual plan cannot be refunded after 7 days.")) == [
         "verdict_without_read"
     ]
+    # compensation offered for the case is a verdict on it too
+    assert _rules(_support("I can offer you a $20 credit for the trouble.")) == [
+        "verdict_without_read"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -85,6 +89,8 @@ def test_a_refund_verdict_given_before_anything_was_read():
         ("Let me check whether you are eligible for a refund.", False, True),
         ("Good news: you are eligible for a full refund.", False, False),  # no tools at all
         ("Refunds are possible within 14 days of purchase.", False, True),  # policy, no verdict
+        ("If you are on the annual plan, I can offer a credit.", False, True),  # conditional
+        ("I can offer a few options: upgrade, pause or cancel.", False, True),  # no compensation
     ],
 )
 def test_verdicts_after_a_read_hedged_or_without_tools_are_silent(
@@ -107,5 +113,8 @@ def test_real_runs():
     # without having called any read (labelled FM-3.2); it later transfers to a person.
     found = [f for f in tau_findings(168, "FM-3.2") if f.rule == "verdict_without_read"]
     assert len(found) == 1 and "neither condition applies" in found[0].message
+    # Run 87 offers a certificate for a delay it never looked up (labelled FM-3.2).
+    found = [f for f in tau_findings(87, "FM-3.2") if f.rule == "verdict_without_read"]
+    assert len(found) == 1 and "offer a certificate" in found[0].message
     # Run 6 reads the profile and the reservation before ruling on anything: silent.
     assert [f for f in tau_findings(6, "FM-3.2") if f.rule == "verdict_without_read"] == []
