@@ -22,6 +22,13 @@ And at close:
   current date the run's own instructions give (`current_date_pattern` over
   `mast.task.description`): the record says it is over, and the agent acted as if it were
   still to come.
+Figures and windows the agent concluded (incorrect_verification_figures.py, _window.py):
+- `rejected_figure`: a change rejected with the system's figure against one the agent had
+  stated or computed ("total price is 305, but paid 255");
+- `amount_does_not_cover`: the agent says an amount covers a larger one;
+- `window_claim_contradicts_record`: the agent says a record is within an N-hour or N-day
+  window that the record's own date, read by id, says it has left.
+The per-run conclusions live in incorrect_verification_rules.py.
 """
 
 from __future__ import annotations
