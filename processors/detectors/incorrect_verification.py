@@ -115,6 +115,10 @@ class IncorrectVerificationConfig:
         r"\b(?:will|would|can|could|should|to|does|do)?\s*(?:fully\s+)?(?:covers?|pays? for|"
         r"(?:is|are) (?:enough|sufficient) (?:for|to cover)|suffices? for)\b"
     )
+    # A sentence that says the amount does not (fully) cover: no finding.
+    covers_negation_pattern: str = (
+        r"\b(?:not|no|never|cannot|insufficient|partly|partially|part of|only)\b|n't\b"
+    )
     # The agent saying something is within a window of N hours or days (group 1: N, group 2:
     # the unit) for `window_claim_contradicts_record`; "" turns the rule off.
     window_claim_pattern: str = (
@@ -126,10 +130,6 @@ class IncorrectVerificationConfig:
     window_negation_pattern: str = (
         r"\b(?:not|no longer|never|outside|beyond|past|if|unless|whether|only|ensure|verify|"
         r"check|confirm)\b|n't\b"
-    )
-    # A sentence that says the amount does not (fully) cover: no finding.
-    covers_negation_pattern: str = (
-        r"\b(?:not|no|never|cannot|insufficient|partly|partially|part of|only)\b|n't\b"
     )
 
     def validate(self) -> None:
@@ -148,6 +148,19 @@ class IncorrectVerificationConfig:
             if groups < 1:
                 raise ValueError(
                     "detectors.incorrect_verification.current_date_pattern needs a group: the date"
+                )
+        if self.window_claim_pattern:
+            try:
+                groups = re.compile(self.window_claim_pattern).groups
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.incorrect_verification.window_claim_pattern: invalid regular "
+                    f"expression ({exc})"
+                ) from exc
+            if groups < 2:
+                raise ValueError(
+                    "detectors.incorrect_verification.window_claim_pattern needs two groups: "
+                    "the number and the unit"
                 )
         patterns = [
             ("failure_result_pattern", self.failure_result_pattern),

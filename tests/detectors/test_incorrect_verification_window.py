@@ -109,6 +109,8 @@ def test_own_dates_and_settings():
     assert _fm33([_returns("Order ORD-5512 is within the 30-day window.")], config) == []
     with pytest.raises(ValueError, match="window_claim_pattern"):
         IncorrectVerificationConfig(window_claim_pattern="(").validate()
+    with pytest.raises(ValueError, match="two groups"):
+        IncorrectVerificationConfig(window_claim_pattern=r"within (\d+) days").validate()
 
 
 @needs_tau
