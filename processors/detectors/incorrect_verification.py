@@ -49,7 +49,10 @@ from mast_otel.processors.detectors.missing_verification import (
     MissingVerification,
 )
 from mast_otel.processors.detectors.signals import Health
-from mast_otel.processors.detectors.verification import ChangeLedger
+from mast_otel.processors.detectors.verification import (
+    DEFAULT_FAILURE_RESULT_PATTERN,
+    ChangeLedger,
+)
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -77,10 +80,7 @@ class IncorrectVerificationConfig:
     min_settle_seconds: float = 5.0
     # The result of a change that says it did not happen (case-insensitive regular
     # expression), besides an error status. "" leaves only the error status.
-    failure_result_pattern: str = (
-        r"^\W*(error|failed|failure|exception)\b|\b(insufficient|not enough|not allowed|"
-        r"not permitted|permission denied|access denied|forbidden|rejected|declined)\b"
-    )
+    failure_result_pattern: str = DEFAULT_FAILURE_RESULT_PATTERN
     # A model output that tells the user a change succeeded.
     success_statement_pattern: str = (
         r"\b(has|have) been (successfully )?(\w+ed|sent|made|done)\b|\bsuccessfully\b|"

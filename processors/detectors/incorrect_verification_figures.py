@@ -3,7 +3,8 @@
 - `rejected_figure`: a change was rejected with an error that states two figures (the system's
   and the one the call carried: "total price is 305, but paid 255", "expected 12, got 10"), the
   agent had itself stated or computed the call's figure (in its words or a calculation's
-  result, before or after the rejection; not a figure the user gave) and had never stated the
+  result, before or after the rejection; a figure the user gave counts only when a calculation
+  of the run produced it too) and had never stated the
   system's: it read the inputs, computed, and concluded a wrong figure, or read the error and
   kept its own.
 - `amount_does_not_cover`: the agent tells the user that an amount covers another ("your $224
@@ -57,7 +58,7 @@ class FigureChecks:
     """Per run: the figures the agent stated, changes rejected with two figures, and claims
     that one amount covers another."""
 
-    __slots__ = ("detector", "given", "rejected", "reported", "stated")
+    __slots__ = ("computed", "detector", "given", "rejected", "reported", "stated")
 
     def __init__(self, detector: IncorrectVerification) -> None:
         self.detector = detector
@@ -67,8 +68,10 @@ class FigureChecks:
         # before it).
         self.rejected: list[tuple[StepRef, str, str, list[float], frozenset[float]]] = []
         self.reported: set[str] = set()
-        # Figures the user gave: the agent repeating them concluded nothing.
+        # Figures the user gave: the agent repeating them concluded nothing, unless a
+        # calculation of the run produced them too.
         self.given: set[float] = set()
+        self.computed: set[float] = set()
 
     def observe(self, step: Step, run: Run) -> list[Finding]:
         config = self.detector.config
@@ -86,6 +89,8 @@ class FigureChecks:
         result = step.tool_result or step.error
         if _BARE_NUMBER.match(result) and not step.failed:
             self._state(result, step, run)
+            if len(self.computed) < config.max_tracked_records * 16:
+                self.computed.update(figures(result, config.min_figure))
             return []
         action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is not _MUTATING or len(self.rejected) >= config.max_tracked_records:
@@ -118,7 +123,11 @@ class FigureChecks:
         for ref, call, error, found, before in self.rejected:
             theirs = [v for v in found if v not in before]
             ours = [
-                v for v in found if v in self.stated and v not in theirs and v not in self.given
+                v
+                for v in found
+                if v in self.stated
+                and v not in theirs
+                and (v not in self.given or v in self.computed)
             ]
             if not theirs or not ours:
                 continue

@@ -40,15 +40,16 @@ def _shop(
     error: str,
     said: str = "The total for 3 lamps is $120. Shall I place the order?",
     ask: str = "Order 3 desk lamps (SKU LMP-40) for me.",
+    compute: bool = True,
 ) -> list[Any]:
     """A shop agent reads a price, computes a total, and places an order that is rejected."""
+    calculation = [_call("c2", "calculate", {"expression": "3 * 40"}), _tool("c2", "120.0")]
     return [
         {"role": "system", "content": "You place orders for customers of the shop."},
         {"role": "user", "content": ask},
         _call("c1", "get_product", {"sku": "LMP-40"}),
         _tool("c1", '{"sku": "LMP-40", "price": 40, "shipping": 15}'),
-        _call("c2", "calculate", {"expression": "3 * 40"}),
-        _tool("c2", "120.0"),
+        *(calculation if compute else []),
         {"role": "assistant", "content": said},
         {"role": "user", "content": "Yes, go ahead."},
         _call("c3", "create_order", {"sku": "LMP-40", "quantity": 3, "amount": 120}),
@@ -75,11 +76,12 @@ def test_rejections_the_agent_concluded_nothing_about_are_silent():
         _shop("Error: rate limited, 100 requests per minute, retry after 30 seconds"),
         # one figure only
         _shop("Error: order total is 135"),
-        # the figure is the user's, not one the agent concluded
+        # the figure is the user's, not one the agent concluded (FM-3.2's unchecked_figure)
         _shop(
             "Error: amount does not match, order total is 135, but charged 120",
             said="Placing the order now.",
             ask="Order 3 desk lamps (SKU LMP-40) and charge me $120.",
+            compute=False,
         ),
         # accepted: no rejection
         _shop('{"order_id": "ORD-981", "amount": 120}'),
