@@ -83,7 +83,11 @@ class WindowClaims:
         assert detector.window_claim is not None
         text = step.output_text[:20_000]
         lowered = text.lower()
-        named = [one for one in self.records if one in lowered]
+        named = [
+            one
+            for one in self.records
+            if one in lowered and re.search(rf"(?<![\w-]){re.escape(one)}(?![\w-])", lowered)
+        ]
         about = named[0] if len(named) == 1 else self.last if not named else None
         if about is None:
             return

@@ -125,3 +125,21 @@ def test_real_runs():
     assert [
         f for f in tau_findings(141, "FM-3.3") if f.rule == "window_claim_contradicts_record"
     ] == []
+
+
+def _two_orders(said: str) -> list[Any]:
+    """Two orders read, the old one first; the claim names one of them."""
+    run = _returns(said)
+    newer = {"order_id": "ORD-7781", "placed_at": "2025-03-02T08:00:00", "lines": []}
+    run[4:4] = [
+        _call("c9", "get_order", {"order_id": "ORD-7781"}),
+        {"role": "tool", "tool_call_id": "c9", "content": json.dumps(newer)},
+    ]
+    return run
+
+
+def test_the_claim_is_checked_against_the_record_it_names():
+    named_old = _fm33([_two_orders("Order ORD-5512 is within the 30-day return window.")])
+    assert [f.evidence["record"] for f in named_old] == ["ord-5512"]
+    # naming the recent order (read last as well): the claim holds
+    assert _fm33([_two_orders("Order ORD-7781 is within the 30-day return window.")]) == []
