@@ -22,6 +22,13 @@ And at close:
   current date the run's own instructions give (`current_date_pattern` over
   `mast.task.description`): the record says it is over, and the agent acted as if it were
   still to come.
+Figures and windows the agent concluded (incorrect_verification_figures.py, _window.py):
+- `rejected_figure`: a change rejected with the system's figure against one the agent had
+  stated or computed ("total price is 305, but paid 255");
+- `amount_does_not_cover`: the agent says an amount covers a larger one;
+- `window_claim_contradicts_record`: the agent says a record is within an N-hour or N-day
+  window that the record's own date, read by id, says it has left.
+The per-run conclusions live in incorrect_verification_rules.py.
 """
 
 from __future__ import annotations
@@ -29,20 +36,23 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
-from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
+from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
+from mast_otel.processors.detectors.incorrect_verification_window import WindowClaims
 from mast_otel.processors.detectors.missing_verification import (
     CHANGE_LEDGERS,
     DEFAULT_CHECK_TOOL_PATTERN,
     MissingVerification,
 )
-from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.detectors.signals import Health
-from mast_otel.processors.detectors.verification import ChangeLedger
+from mast_otel.processors.detectors.verification import (
+    DEFAULT_FAILURE_RESULT_PATTERN,
+    ChangeLedger,
+)
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -70,10 +80,7 @@ class IncorrectVerificationConfig:
     min_settle_seconds: float = 5.0
     # The result of a change that says it did not happen (case-insensitive regular
     # expression), besides an error status. "" leaves only the error status.
-    failure_result_pattern: str = (
-        r"^\W*(error|failed|failure|exception)\b|\b(insufficient|not enough|not allowed|"
-        r"not permitted|permission denied|access denied|forbidden|rejected|declined)\b"
-    )
+    failure_result_pattern: str = DEFAULT_FAILURE_RESULT_PATTERN
     # A model output that tells the user a change succeeded.
     success_statement_pattern: str = (
         r"\b(has|have) been (successfully )?(\w+ed|sent|made|done)\b|\bsuccessfully\b|"
@@ -100,6 +107,30 @@ class IncorrectVerificationConfig:
     past_window_days: int = 365
     # `change_on_past_record` findings per run (one per record).
     max_findings_per_run: int = 3
+    # Numbers below this are not figures for `rejected_figure` and `amount_does_not_cover`
+    # (list markers, counts of one or two).
+    min_figure: float = 10.0
+    # An amount said to cover another (`amount_does_not_cover`); "" turns the rule off.
+    covers_pattern: str = (
+        r"\b(?:will|would|can|could|should|to|does|do)?\s*(?:fully\s+)?(?:covers?|pays? for|"
+        r"(?:is|are) (?:enough|sufficient) (?:for|to cover)|suffices? for)\b"
+    )
+    # A sentence that says the amount does not (fully) cover: no finding.
+    covers_negation_pattern: str = (
+        r"\b(?:not|no|never|cannot|insufficient|partly|partially|part of|only)\b|n't\b"
+    )
+    # The agent saying something is within a window of N hours or days (group 1: N, group 2:
+    # the unit) for `window_claim_contradicts_record`; "" turns the rule off.
+    window_claim_pattern: str = (
+        r"\b(?:is|are|was|were|it's|falls?|still)\s+(?:\w+\s+){0,2}?within\s+(?:the\s+)?"
+        r"(?:last\s+|first\s+)?(\d+)[- ]?(hours?|days?|weeks?)\b"
+    )
+    # A sentence that says it is not within the window, or only if, or that it will check:
+    # no finding.
+    window_negation_pattern: str = (
+        r"\b(?:not|no longer|never|outside|beyond|past|if|unless|whether|only|ensure|verify|"
+        r"check|confirm)\b|n't\b"
+    )
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -118,10 +149,27 @@ class IncorrectVerificationConfig:
                 raise ValueError(
                     "detectors.incorrect_verification.current_date_pattern needs a group: the date"
                 )
+        if self.window_claim_pattern:
+            try:
+                groups = re.compile(self.window_claim_pattern).groups
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.incorrect_verification.window_claim_pattern: invalid regular "
+                    f"expression ({exc})"
+                ) from exc
+            if groups < 2:
+                raise ValueError(
+                    "detectors.incorrect_verification.window_claim_pattern needs two groups: "
+                    "the number and the unit"
+                )
         patterns = [
             ("failure_result_pattern", self.failure_result_pattern),
             ("success_statement_pattern", self.success_statement_pattern),
             ("mismatch_pattern", self.mismatch_pattern),
+            ("covers_pattern", self.covers_pattern),
+            ("covers_negation_pattern", self.covers_negation_pattern),
+            ("window_claim_pattern", self.window_claim_pattern),
+            ("window_negation_pattern", self.window_negation_pattern),
             *(("identity_patterns", p) for p in self.identity_patterns),
         ]
         for name, pattern in patterns:
@@ -159,6 +207,12 @@ class IncorrectVerification(Detector):
         self.current_date = (
             re.compile(c.current_date_pattern, flags) if c.current_date_pattern else None
         )
+        self.covers = re.compile(c.covers_pattern, flags) if c.covers_pattern else None
+        self.covers_negation = re.compile(c.covers_negation_pattern, flags)
+        self.window_claim = (
+            re.compile(c.window_claim_pattern, flags) if c.window_claim_pattern else None
+        )
+        self.window_negation = re.compile(c.window_negation_pattern, flags)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -177,211 +231,8 @@ class IncorrectVerification(Detector):
         return _IncorrectVerificationRun(self)
 
 
-class _Conclusions:
-    """What the model concluded from results as the run went: success told after a failed
-    change, a record taken for the user's though its identifier differs."""
-
-    __slots__ = (
-        "changes",
-        "detector",
-        "failed",
-        "given",
-        "records",
-        "reported",
-        "suspect",
-        "user_text",
-    )
-
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
-        self.failed: tuple[StepRef, str, str] | None = None  # (call, call text, its result)
-        self.given: set[str] = set()  # identifiers the user gave, lower-cased
-        # A record read whose identifier is not the user's: (lookup, given, found), until the
-        # model's next words say whether it noticed.
-        self.suspect: tuple[StepRef, str, str] | None = None
-        self.reported: set[str] = set()
-        self.user_text = ""
-        # Records read by id: id -> (the read, the dates of its dated items).
-        self.records: dict[str, tuple[StepRef, tuple[str, ...]]] = {}
-        # Changes on records read before: (change, its call, id, the read, item dates).
-        self.changes: list[tuple[StepRef, str, str, StepRef, tuple[str, ...]]] = []
-
-    def observe(self, step: Step, run: Run) -> list[Finding]:
-        if step.kind is _HUMAN:
-            self._user(step.input_text or step.output_text)
-        elif step.kind is _TOOL and step.tool_name:
-            return self._tool(step, run)
-        elif step.kind is _LLM:
-            self._user(step.input_text)
-            return self._model(step, run)
-        return []
-
-    def _user(self, text: str) -> None:
-        if not text or text == self.user_text:
-            return
-        self.user_text = text
-        for pattern in self.detector.identities:
-            self.given |= {m.group().lower().rstrip(".") for m in pattern.finditer(text)}
-
-    def _tool(self, step: Step, run: Run) -> list[Finding]:
-        detector = self.detector
-        action = detector.classifier.classify(step.tool_name, step.tool_arguments)
-        result = step.tool_result or step.error
-        if action.kind is _MUTATING:
-            failure = detector.failure_result
-            if step.failed or (failure is not None and failure.search(result[:2000])):
-                call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
-                self.failed = (run.ref(step), call, short(result, 200))
-            else:
-                self.failed = None
-                self._change(step, run)
-        elif detector.current_date is not None and not step.failed:
-            self._read(step, run)
-        if self.given and result and self.suspect is None:
-            self._identity(step, result, run)
-        return []
-
-    def _read(self, step: Step, run: Run) -> None:
-        """Remember the dated items of a record a read asked for by id."""
-        asked = record_asked_for(self.detector.classifier, step)
-        if asked is None:
-            return
-        record, ids = asked
-        dates = _item_dates(record)
-        for one in ids:
-            if one in self.records or len(self.records) < self.detector.config.max_tracked_records:
-                if dates:
-                    self.records[one] = (run.ref(step), tuple(dates))
-                else:
-                    self.records.pop(one, None)
-
-    def _change(self, step: Step, run: Run) -> None:
-        if len(self.changes) >= self.detector.config.max_tracked_records:
-            return
-        for one in sorted(self.detector.classifier.identifiers(step.tool_arguments)):
-            if one in self.records:
-                read, dates = self.records[one]
-                call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
-                self.changes.append((run.ref(step), call, one, read, dates))
-
-    def close(self, run: Run) -> list[Finding]:
-        """`change_on_past_record`: changes on records whose items all lie before the current
-        date the run's instructions give."""
-        pattern = self.detector.current_date
-        if pattern is None or not self.changes:
-            return []
-        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-        match = pattern.search(instructions[:100_000])
-        if match is None:
-            return []
-        today = match.group(1)
-        window = self.detector.config.past_window_days
-        out: list[Finding] = []
-        seen: set[str] = set()
-        for change, call, one, read, all_dates in self.changes:
-            if one in seen or len(out) >= self.detector.config.max_findings_per_run:
-                continue
-            # Dates long before today (a birth date, an archive date) say nothing of whether
-            # the record's business is still to come.
-            recent = []
-            for day in all_dates:
-                days = _days_between(day, today)
-                if days is None:
-                    break
-                if days <= window:
-                    recent.append(day)
-            else:
-                if not recent or max(recent) >= today:
-                    continue
-                latest, count = max(recent), len(recent)
-                seen.add(one)
-                out.append(
-                    self.detector.finding(
-                        at=change,
-                        rule="change_on_past_record",
-                        confidence=0.7,
-                        message=(
-                            f"{call} acted on {one}, whose record ({read.tool_name}) has all its "
-                            f"{count} dated items before the current date the instructions give "
-                            f"(latest {latest}, today {today}): the record says it is over and "
-                            f"the agent acted as if it were still to come"
-                        ),
-                        evidence=[read, change],
-                        values={
-                            "call": call,
-                            "record": one,
-                            "latest_item_date": latest,
-                            "items": count,
-                            "current_date": today,
-                        },
-                        run=run,
-                    )
-                )
-        return out
-
-    def _identity(self, step: Step, result: str, run: Run) -> None:
-        for pattern in self.detector.identities:
-            found = {m.group().lower().rstrip(".") for m in pattern.finditer(result[:20_000])}
-            if len(found) != 1 or found & self.given:
-                continue
-            looked_up = {m.group().lower() for m in pattern.finditer(step.tool_arguments)}
-            if looked_up & found:
-                continue
-            given = sorted(self.given)[0]
-            self.suspect = (run.ref(step), given, next(iter(found)))
-            return
-
-    def _model(self, step: Step, run: Run) -> list[Finding]:
-        out: list[Finding] = []
-        text = step.output_text
-        detector = self.detector
-        if self.suspect is not None and (text or step.tool_calls):
-            lookup, given, found = self.suspect
-            self.suspect = None
-            if not detector.mismatch.search(text) and "identity_mismatch" not in self.reported:
-                self.reported.add("identity_mismatch")
-                out.append(
-                    detector.finding(
-                        at=lookup,
-                        rule="identity_mismatch",
-                        confidence=0.7,
-                        message=(
-                            f"{lookup.tool_name} returned a record for {found}, the user gave "
-                            f"{given}, and the agent went on as if it were the user's"
-                        ),
-                        evidence=[lookup, step],
-                        values={"given": given, "found": found, "said": short(text)},
-                        run=run,
-                    )
-                )
-        if (
-            self.failed is not None
-            and text
-            and "success_after_failed_change" not in self.reported
-            and detector.success_statement.search(text)
-            and not detector.signals.negation.found(text)
-        ):
-            ref, call, result = self.failed
-            self.reported.add("success_after_failed_change")
-            out.append(
-                detector.finding(
-                    at=step,
-                    rule="success_after_failed_change",
-                    confidence=0.8,
-                    message=(
-                        f"{call} failed ({result!r}) and the model told the user it succeeded: "
-                        f"{short(text, 160)!r}"
-                    ),
-                    evidence=[ref, step],
-                    values={"call": call, "result": result, "said": short(text)},
-                    run=run,
-                )
-            )
-        return out
-
-
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("conclusions", "config", "detector", "ledger")
+    __slots__ = ("conclusions", "config", "detector", "figures", "ledger", "windows")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
@@ -392,15 +243,23 @@ class _IncorrectVerificationRun(DetectorRun):
             if ledger is not None
             else ChangeLedger(detector.classifier, detector.signals, _CHECK_TOOL, _MAX_CHANGES)
         )
-        self.conclusions = _Conclusions(detector)
+        self.conclusions = Conclusions(detector)
+        self.figures = FigureChecks(detector)
+        self.windows = WindowClaims(detector)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
             self.ledger.observe(step, run)
-        return self.conclusions.observe(step, run)
+        self.windows.observe(step, run)
+        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        return [*self.conclusions.close(run), *self._claims(run)]
+        return [
+            *self.conclusions.close(run),
+            *self.figures.close(run),
+            *self.windows.close(run),
+            *self._claims(run),
+        ]
 
     def _claims(self, run: Run) -> Iterable[Finding]:
         ledger = self.ledger
@@ -508,35 +367,8 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        return self.conclusions.observe(step, run)
-
-
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:$|[T ]\d)")
-
-
-def _item_dates(record: dict[str, Any]) -> list[str]:
-    """The date (YYYY-MM-DD) of each dated item of a record: the latest date among the string
-    fields of each object in its top-level lists (a reservation's flights, an order's
-    shipments, a ticket's events). The record's own fields (when it was created) are not
-    items."""
-    dates: list[str] = []
-    for value in record.values():
-        if not isinstance(value, list):
-            continue
-        for item in value[:256]:
-            if not isinstance(item, dict):
-                continue
-            held = [v[:10] for v in item.values() if isinstance(v, str) and _ISO_DATE.match(v)]
-            if held:
-                dates.append(max(held))
-    return dates
-
-
-def _days_between(earlier: str, later: str) -> int | None:
-    try:
-        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
-    except ValueError:
-        return None
+        self.windows.observe(step, run)
+        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
 
 
 FACTORY = DetectorFactory(

@@ -17,6 +17,12 @@ Rule `unchecked_record`: a mutating call acts on a record id (`reservation_id`, 
 result showed and no earlier successful read was asked about: the id came only from the
 conversation or was made up, and the facts the change relies on were never looked at.
 
+Rule `verdict_without_read` (missing_verification_verdict.py): the agent rules on the user's
+own case ("you are eligible", "your booking cannot be refunded") before any read at all.
+
+Rule `unchecked_figure` (missing_verification_figures.py): a change carried a figure the user
+gave, which no calculation of the run produced, and was rejected with the system's figure.
+
 Decided when the run closes, at the span of the unchecked change; at most
 `max_findings_per_run` findings per run. The study's remedy: externalize verification, so that
 tool evidence (a cleared alert, the changed state) is required before the agent may declare
@@ -33,7 +39,12 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from mast_otel.processors.detectors.verification import ChangeLedger
+from mast_otel.processors.detectors.missing_verification_figures import UserFigures
+from mast_otel.processors.detectors.missing_verification_verdict import Verdicts
+from mast_otel.processors.detectors.verification import (
+    DEFAULT_FAILURE_RESULT_PATTERN,
+    ChangeLedger,
+)
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -62,6 +73,27 @@ class MissingVerificationConfig:
     check_records_read_before: bool = True
     # Words of earlier tool results remembered per run to know which ids were shown.
     max_remembered_words: int = 50_000
+    # The result of a change that says it did not happen (case-insensitive regular
+    # expression), besides an error status, for `unchecked_figure`. "" leaves only the status.
+    failure_result_pattern: str = DEFAULT_FAILURE_RESULT_PATTERN
+    # Numbers below this are not figures for `unchecked_figure` (list markers, small counts).
+    min_figure: float = 10.0
+    # Report a change rejected with the system's figure against one the user gave.
+    check_user_figures: bool = True
+    # A verdict on the user's own case, or compensation offered for it
+    # (`verdict_without_read`); "" turns the rule off.
+    verdict_pattern: str = (
+        r"\b(?:you are|you're|you will be|you'll be|you would be|it is|it's|this is|they are)"
+        r"\s+(?:not\s+)?(?:eligible|entitled)\b|\b(?:neither|none)\b[^.?!]{0,40}\bappl(?:y|ies)"
+        r" to your\b|\byour \w+(?: \w+)? (?:is|are) (?:not )?(?:eligible|entitled)\b|"
+        r"\byour \w+(?: \w+)? (?:cannot|can't|can not) be \w+ed\b|"
+        r"\bI (?:can|could|will) (?:only )?(?:offer|issue|grant) (?:you )?(?:a|an) (?:\$?\d+ )?"
+        r"(?:certificate|voucher|credit|refund|compensation|discount|replacement)\b"
+    )
+    # A sentence that only weighs a verdict (a condition, a hedge, an intention to check).
+    verdict_hedge_pattern: str = (
+        r"\b(?:if|whether|unless|may|might|could|determine|check|verify|confirm|once|need)\b"
+    )
 
     def validate(self) -> None:
         if self.max_remembered_words < 1:
@@ -71,13 +103,14 @@ class MissingVerificationConfig:
                 "detectors.missing_verification.max_findings_per_run and "
                 "max_tracked_mutations must be at least 1"
             )
-        try:
-            re.compile(self.check_tool_pattern)
-        except re.error as exc:
-            raise ValueError(
-                f"detectors.missing_verification.check_tool_pattern: invalid regular "
-                f"expression ({exc})"
-            ) from exc
+        keys = ("check_tool_pattern", "verdict_pattern", "verdict_hedge_pattern")
+        for key in (*keys, "failure_result_pattern"):
+            try:
+                re.compile(getattr(self, key))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.missing_verification.{key}: invalid regular expression ({exc})"
+                ) from exc
 
 
 # The name under which this detector offers its change ledgers to the detectors created after
@@ -95,6 +128,11 @@ class MissingVerification(Detector):
         super().__init__(config, context)
         # Compiled once, not at every run's opening.
         self.check_tool = re.compile(self.config.check_tool_pattern, re.IGNORECASE)
+        c = self.config
+        self.verdict = re.compile(c.verdict_pattern, re.IGNORECASE) if c.verdict_pattern else None
+        self.verdict_hedge = re.compile(c.verdict_hedge_pattern, re.IGNORECASE)
+        failure = c.failure_result_pattern
+        self.failure_result = re.compile(failure, re.IGNORECASE) if failure else None
         # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
         # ledger, until FM-3.3 opens its state for that run and takes it.
         self.sharing = False
@@ -135,7 +173,17 @@ _TOOL = StepKind.TOOL
 
 
 class _MissingVerificationRun(DetectorRun):
-    __slots__ = ("config", "detector", "ledger", "reported", "self_reported", "shown", "unchecked")
+    __slots__ = (
+        "config",
+        "detector",
+        "figures",
+        "ledger",
+        "reported",
+        "self_reported",
+        "shown",
+        "unchecked",
+        "verdicts",
+    )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL})
 
     def __init__(self, detector: MissingVerification) -> None:
@@ -154,9 +202,14 @@ class _MissingVerificationRun(DetectorRun):
         # (call, ids no earlier result showed), in run order; reported at close.
         self.unchecked: list[tuple[StepRef, str, list[str]]] = []
         self.reported: set[str] = set()
+        self.verdicts = Verdicts(detector)
+        self.figures = UserFigures(detector) if self.config.check_user_figures else None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         self.ledger.observe(step, run)
+        self.verdicts.observe(step, run)
+        if self.figures is not None:
+            self.figures.observe(step, run)
         if step.kind is not _TOOL or not step.tool_name:
             return ()
         classifier = self.detector.classifier
@@ -241,7 +294,8 @@ class _MissingVerificationRun(DetectorRun):
                     run=run,
                 )
             )
-        return findings
+        figures = self.figures.close(run) if self.figures is not None else []
+        return [*findings, *self.verdicts.close(run), *figures]
 
 
 def _reports_state(result: str, targets: frozenset[str]) -> bool:

@@ -20,6 +20,13 @@ _TOOL = StepKind.TOOL
 
 _KEPT_READS = 8
 
+# The result of a change that says it did not happen (case-insensitive), besides an error
+# status: FM-3.2's and FM-3.3's default.
+DEFAULT_FAILURE_RESULT_PATTERN = (
+    r"^\W*(error|failed|failure|exception)\b|\b(insufficient|not enough|not allowed|"
+    r"not permitted|permission denied|access denied|forbidden|rejected|declined)\b"
+)
+
 
 @dataclass(slots=True)
 class Read:

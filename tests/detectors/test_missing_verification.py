@@ -122,8 +122,12 @@ def test_fm32_coding_agent_patch_never_checked():
 @needs_tau
 def test_fm32_tau_bench_cancel_on_an_id_from_the_user_only():
     # Run 141 cancels 3RK2T9 on the user's word, never reading the reservation (labelled).
+    # It also told the user the reservation was eligible before reading anything.
     findings = tau_findings(141, "FM-3.2")
-    assert [(f.rule, "3rk2t9" in f.message) for f in findings] == [("unchecked_record", True)]
+    assert [(f.rule, "3rk2t9" in f.message) for f in findings] == [
+        ("unchecked_record", True),
+        ("verdict_without_read", False),
+    ]
 
 
 @needs_tau

@@ -1,0 +1,265 @@
+"""FM-3.3's conclusions as the run goes: what the model concluded from the results it read.
+
+- `success_after_failed_change`: a change failed and the model told the user it succeeded;
+- `identity_mismatch`: the record looked up holds another identifier than the one the user gave,
+  and the agent went on as if it were the user's;
+- `change_on_past_record` (at close): a change acted on a record whose dated items all lie before
+  the current date the run's instructions give.
+
+The detector (`incorrect_verification`) holds the settings and the compiled patterns; this module
+holds the per-run state that applies them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.records import record_asked_for
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
+
+# Read for every step: a module name is one lookup, an enum member read through its
+# class is several. Private to this module's per-step code.
+_MUTATING = ActionKind.MUTATING
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
+
+
+class Conclusions:
+    """What the model concluded from results as the run went: success told after a failed
+    change, a record taken for the user's though its identifier differs."""
+
+    __slots__ = (
+        "changes",
+        "detector",
+        "failed",
+        "given",
+        "records",
+        "reported",
+        "suspect",
+        "user_text",
+    )
+
+    def __init__(self, detector: IncorrectVerification) -> None:
+        self.detector = detector
+        self.failed: tuple[StepRef, str, str] | None = None  # (call, call text, its result)
+        self.given: set[str] = set()  # identifiers the user gave, lower-cased
+        # A record read whose identifier is not the user's: (lookup, given, found), until the
+        # model's next words say whether it noticed.
+        self.suspect: tuple[StepRef, str, str] | None = None
+        self.reported: set[str] = set()
+        self.user_text = ""
+        # Records read by id: id -> (the read, the dates of its dated items).
+        self.records: dict[str, tuple[StepRef, tuple[str, ...]]] = {}
+        # Changes on records read before: (change, its call, id, the read, item dates).
+        self.changes: list[tuple[StepRef, str, str, StepRef, tuple[str, ...]]] = []
+
+    def observe(self, step: Step, run: Run) -> list[Finding]:
+        if step.kind is _HUMAN:
+            self._user(step.input_text or step.output_text)
+        elif step.kind is _TOOL and step.tool_name:
+            return self._tool(step, run)
+        elif step.kind is _LLM:
+            self._user(step.input_text)
+            return self._model(step, run)
+        return []
+
+    def _user(self, text: str) -> None:
+        if not text or text == self.user_text:
+            return
+        self.user_text = text
+        for pattern in self.detector.identities:
+            self.given |= {m.group().lower().rstrip(".") for m in pattern.finditer(text)}
+
+    def _tool(self, step: Step, run: Run) -> list[Finding]:
+        detector = self.detector
+        action = detector.classifier.classify(step.tool_name, step.tool_arguments)
+        result = step.tool_result or step.error
+        if action.kind is _MUTATING:
+            failure = detector.failure_result
+            if step.failed or (failure is not None and failure.search(result[:2000])):
+                call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+                self.failed = (run.ref(step), call, short(result, 200))
+            else:
+                self.failed = None
+                self._change(step, run)
+        elif detector.current_date is not None and not step.failed:
+            self._read(step, run)
+        if self.given and result and self.suspect is None:
+            self._identity(step, result, run)
+        return []
+
+    def _read(self, step: Step, run: Run) -> None:
+        """Remember the dated items of a record a read asked for by id."""
+        asked = record_asked_for(self.detector.classifier, step)
+        if asked is None:
+            return
+        record, ids = asked
+        dates = _item_dates(record)
+        for one in ids:
+            if one in self.records or len(self.records) < self.detector.config.max_tracked_records:
+                if dates:
+                    self.records[one] = (run.ref(step), tuple(dates))
+                else:
+                    self.records.pop(one, None)
+
+    def _change(self, step: Step, run: Run) -> None:
+        if len(self.changes) >= self.detector.config.max_tracked_records:
+            return
+        for one in sorted(self.detector.classifier.identifiers(step.tool_arguments)):
+            if one in self.records:
+                read, dates = self.records[one]
+                call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+                self.changes.append((run.ref(step), call, one, read, dates))
+
+    def close(self, run: Run) -> list[Finding]:
+        """`change_on_past_record`: changes on records whose items all lie before the current
+        date the run's instructions give."""
+        pattern = self.detector.current_date
+        if pattern is None or not self.changes:
+            return []
+        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
+        match = pattern.search(instructions[:100_000])
+        if match is None:
+            return []
+        today = match.group(1)
+        window = self.detector.config.past_window_days
+        out: list[Finding] = []
+        seen: set[str] = set()
+        for change, call, one, read, all_dates in self.changes:
+            if one in seen or len(out) >= self.detector.config.max_findings_per_run:
+                continue
+            # Dates long before today (a birth date, an archive date) say nothing of whether
+            # the record's business is still to come.
+            recent = []
+            for day in all_dates:
+                days = _days_between(day, today)
+                if days is None:
+                    break
+                if days <= window:
+                    recent.append(day)
+            else:
+                if not recent or max(recent) >= today:
+                    continue
+                latest, count = max(recent), len(recent)
+                seen.add(one)
+                out.append(
+                    self.detector.finding(
+                        at=change,
+                        rule="change_on_past_record",
+                        confidence=0.7,
+                        message=(
+                            f"{call} acted on {one}, whose record ({read.tool_name}) has all its "
+                            f"{count} dated items before the current date the instructions give "
+                            f"(latest {latest}, today {today}): the record says it is over and "
+                            f"the agent acted as if it were still to come"
+                        ),
+                        evidence=[read, change],
+                        values={
+                            "call": call,
+                            "record": one,
+                            "latest_item_date": latest,
+                            "items": count,
+                            "current_date": today,
+                        },
+                        run=run,
+                    )
+                )
+        return out
+
+    def _identity(self, step: Step, result: str, run: Run) -> None:
+        for pattern in self.detector.identities:
+            found = {m.group().lower().rstrip(".") for m in pattern.finditer(result[:20_000])}
+            if len(found) != 1 or found & self.given:
+                continue
+            looked_up = {m.group().lower() for m in pattern.finditer(step.tool_arguments)}
+            if looked_up & found:
+                continue
+            given = sorted(self.given)[0]
+            self.suspect = (run.ref(step), given, next(iter(found)))
+            return
+
+    def _model(self, step: Step, run: Run) -> list[Finding]:
+        out: list[Finding] = []
+        text = step.output_text
+        detector = self.detector
+        if self.suspect is not None and (text or step.tool_calls):
+            lookup, given, found = self.suspect
+            self.suspect = None
+            if not detector.mismatch.search(text) and "identity_mismatch" not in self.reported:
+                self.reported.add("identity_mismatch")
+                out.append(
+                    detector.finding(
+                        at=lookup,
+                        rule="identity_mismatch",
+                        confidence=0.7,
+                        message=(
+                            f"{lookup.tool_name} returned a record for {found}, the user gave "
+                            f"{given}, and the agent went on as if it were the user's"
+                        ),
+                        evidence=[lookup, step],
+                        values={"given": given, "found": found, "said": short(text)},
+                        run=run,
+                    )
+                )
+        if (
+            self.failed is not None
+            and text
+            and "success_after_failed_change" not in self.reported
+            and detector.success_statement.search(text)
+            and not detector.signals.negation.found(text)
+        ):
+            ref, call, result = self.failed
+            self.reported.add("success_after_failed_change")
+            out.append(
+                detector.finding(
+                    at=step,
+                    rule="success_after_failed_change",
+                    confidence=0.8,
+                    message=(
+                        f"{call} failed ({result!r}) and the model told the user it succeeded: "
+                        f"{short(text, 160)!r}"
+                    ),
+                    evidence=[ref, step],
+                    values={"call": call, "result": result, "said": short(text)},
+                    run=run,
+                )
+            )
+        return out
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:$|[T ]\d)")
+
+
+def _item_dates(record: dict[str, Any]) -> list[str]:
+    """The date (YYYY-MM-DD) of each dated item of a record: the latest date among the string
+    fields of each object in its top-level lists (a reservation's flights, an order's
+    shipments, a ticket's events). The record's own fields (when it was created) are not
+    items."""
+    dates: list[str] = []
+    for value in record.values():
+        if not isinstance(value, list):
+            continue
+        for item in value[:256]:
+            if not isinstance(item, dict):
+                continue
+            held = [v[:10] for v in item.values() if isinstance(v, str) and _ISO_DATE.match(v)]
+            if held:
+                dates.append(max(held))
+    return dates
+
+
+def _days_between(earlier: str, later: str) -> int | None:
+    try:
+        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
+    except ValueError:
+        return None

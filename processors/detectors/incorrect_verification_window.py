@@ -1,0 +1,152 @@
+"""FM-3.3's time-window rule: the agent says a record is within a window its own dates say it
+has left.
+
+`window_claim_contradicts_record`: the agent tells the user that something is (or was made)
+within N hours or days ("it is within the 24-hour cancellation window", "the order was placed
+within the last 30 days"; `window_claim_pattern`), as a fact (no negation, condition or
+intention to check in the sentence: `window_negation_pattern`; no question), and the record
+it speaks of (the one its message names, else the last one read) was read by id and carries
+its own dates (top-level date fields: when it was created, placed, opened) all older than that
+window before the current date the run's instructions give (`current_date_pattern`), by more
+than a day of margin (the instructions give a day, not an hour). Decided when the run closes.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.records import record_asked_for
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
+
+_READ = ActionKind.READ
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+_ISO_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:$|[T ]\d)")
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?!\d)|\n|$)")
+_HOURS = {"hour": 1, "day": 24, "week": 24 * 7}
+
+
+def own_dates(record: dict[str, Any]) -> list[str]:
+    """The record's own dates: its top-level fields holding an ISO date (YYYY-MM-DD...)."""
+    out = []
+    for value in record.values():
+        if isinstance(value, str) and (match := _ISO_DATE.match(value)):
+            out.append(match.group(1))
+    return out
+
+
+class WindowClaims:
+    """Per run: records read by id with their own dates, and the agent's window claims."""
+
+    __slots__ = ("claims", "detector", "last", "records")
+
+    def __init__(self, detector: IncorrectVerification) -> None:
+        self.detector = detector
+        # id -> (the read, the record's own dates)
+        self.records: dict[str, tuple[StepRef, tuple[str, ...]]] = {}
+        self.last: str | None = None
+        # (the message, the sentence, hours of the window, the record's id)
+        self.claims: list[tuple[StepRef, str, float, str]] = []
+
+    def observe(self, step: Step, run: Run) -> None:
+        detector = self.detector
+        if detector.window_claim is None or detector.current_date is None:
+            return
+        limit = detector.config.max_tracked_records
+        if step.kind is _TOOL and step.tool_name and not step.failed:
+            # A read: a change's result names the record too, but the agent spoke before it.
+            if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+                return
+            asked = record_asked_for(detector.classifier, step)
+            if asked is None:
+                return
+            record, ids = asked
+            dates = tuple(own_dates(record))
+            for one in sorted(ids):
+                if dates and (one in self.records or len(self.records) < limit):
+                    self.records[one] = (run.ref(step), dates)
+                    self.last = one
+        elif step.kind is _LLM and step.output_text and self.records and len(self.claims) < limit:
+            self._claim(step, run)
+
+    def _claim(self, step: Step, run: Run) -> None:
+        detector = self.detector
+        assert detector.window_claim is not None
+        text = step.output_text[:20_000]
+        lowered = text.lower()
+        named = [
+            one
+            for one in self.records
+            if one in lowered and re.search(rf"(?<![\w-]){re.escape(one)}(?![\w-])", lowered)
+        ]
+        about = named[0] if len(named) == 1 else self.last if not named else None
+        if about is None:
+            return
+        for sentence in _SENTENCE.findall(text):
+            if sentence.rstrip().endswith("?") or detector.window_negation.search(sentence):
+                continue
+            match = detector.window_claim.search(sentence)
+            if match is None:
+                continue
+            unit = match.group(2).lower().rstrip("s")
+            hours = float(match.group(1)) * _HOURS.get(unit, 24)
+            self.claims.append((run.ref(step), sentence.strip(), hours, about))
+            return
+
+    def close(self, run: Run) -> list[Finding]:
+        detector = self.detector
+        if not self.claims or detector.current_date is None:
+            return []
+        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
+        match = detector.current_date.search(instructions[:100_000])
+        if match is None:
+            return []
+        today = match.group(1)
+        for ref, sentence, hours, one in self.claims:
+            read, dates = self.records[one]
+            ages = [_days_between(day, today) for day in dates]
+            if any(age is None for age in ages):
+                continue
+            youngest = min(age for age in ages if age is not None)
+            # A day of margin: the instructions give the day, the record may give the hour.
+            if youngest * 24 <= hours + 24:
+                continue
+            said = short(sentence, 200)
+            return [
+                detector.finding(
+                    at=ref,
+                    rule="window_claim_contradicts_record",
+                    confidence=0.7,
+                    message=(
+                        f"the agent said {one} is within {hours:g} hours ({said!r}), but its "
+                        f"record ({read.tool_name}) is dated {max(dates)}, {youngest} days "
+                        f"before the current date {today}"
+                    ),
+                    evidence=[read, ref],
+                    values={
+                        "record": one,
+                        "window_hours": hours,
+                        "record_date": max(dates),
+                        "current_date": today,
+                        "said": said,
+                    },
+                    run=run,
+                )
+            ]
+        return []
+
+
+def _days_between(earlier: str, later: str) -> int | None:
+    try:
+        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
+    except ValueError:
+        return None
