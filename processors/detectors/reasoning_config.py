@@ -1,0 +1,137 @@
+"""FM-2.6 reasoning-action mismatch: the settings of its rules (`detectors.reasoning_action`).
+
+The detector (reasoning_action.py) and its rule modules (reasoning_amounts.py,
+reasoning_claims.py, reasoning_report.py) read them; every threshold and vocabulary is here,
+with its default."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ReasoningActionConfig:
+    """FM-2.6 reasoning-action mismatch: the model says one thing and the agent does another."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+    # Observations a model may state only if a tool result showed them.
+    observation_terms: list[str] = field(
+        default_factory=lambda: [
+            "CrashLoopBackOff",
+            "OOMKilled",
+            "ImagePullBackOff",
+            "ErrImagePull",
+            "Evicted",
+            "NotReady",
+            "connection refused",
+            "out of memory",
+            "disk full",
+            "certificate expired",
+        ]
+    )
+
+    # Amounts the model may tell only if a tool result, a user message or the instructions
+    # hold them (case-insensitive regular expression; the number is read from the match).
+    # "" turns `unsupported_value` off.
+    value_pattern: str = (
+        r"(?:[$€£]|\b(?:USD|EUR|GBP)\s?)\s?\d[\d,]*(?:\.\d+)?|"
+        r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars|euros)\b"
+    )
+    # A statement that something was done: the verb (group `verb`) and the thing (group
+    # `thing`) are compared with the run's successful changes. "" turns the rule off.
+    claimed_action_pattern: str = (
+        r"(?P<thing>(?:\b\w+\s+){0,3}?\w+)\s+(?:has|have)\s+(?:now\s+)?(?:also\s+)?been\s+"
+        r"(?:successfully\s+)?(?P<verb>added|removed|cancell?ed|booked|sent|issued|deleted|"
+        r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned)\b|"
+        r"\bI(?:'ve| have)\s+(?:now\s+)?(?:also\s+)?(?:successfully\s+)?(?P<verb2>added|removed|"
+        r"cancell?ed|booked|sent|issued|deleted|created|closed|restarted|deployed|merged|"
+        r"submitted|scheduled|assigned)\s+(?P<thing2>(?:\w+\s+){0,3}\w+)|"
+        # a list item of a summary: "- **Checked Bag:** 1 checked bag added"
+        r"(?m:^\s*(?:[-*•]|\d+[.)])\s+(?:\*\*[^*\n]{1,40}\*\*:?\s*)?"
+        r"(?P<thing3>(?:[\w-]+\s+){0,3}?[\w-]+)\s+(?P<verb3>added|removed|cancell?ed|booked|sent|"
+        r"issued|deleted|created|closed)(?=\s*(?:[.(,;]|$)))"
+    )
+    # Words too common to tell one change from another ("your", "the", "reservation" stays).
+    claim_stopwords: list[str] = field(
+        default_factory=lambda: [
+            "the",
+            "a",
+            "an",
+            "your",
+            "my",
+            "our",
+            "all",
+            "and",
+            "also",
+            "one",
+            "two",
+            "three",
+            "it",
+            "this",
+            "that",
+            "these",
+            "those",
+            "has",
+            "have",
+            "been",
+            "now",
+            "successfully",
+            "additionally",
+            "new",
+            "same",
+            "both",
+            "each",
+            "i",
+            "we",
+            "you",
+            "for",
+            "to",
+            "of",
+        ]
+    )
+    # Words before a claim in its sentence that make it no claim ("once they have been added",
+    # "if it has been sent", "not yet").
+    claim_condition_pattern: str = (
+        r"\b(once|if|when|whether|after|before|unless|until|not|never|cannot|can't|no|none)\b"
+    )
+    # Words in the thing claimed that make it a possibility, not a deed ("bags can be added").
+    claim_modal_pattern: str = r"\b(be|to|will|would|can|could|may|might|should|must|being)\b"
+    # A sentence telling the user money moved; an amount in it is compared with the numbers
+    # of the items a change added to its record. "" turns `report_contradicts_result` off.
+    charge_statement_pattern: str = (
+        r"\b(charged|processed|paid|billed|debited|deducted|refunded|credited|collected)\b"
+    )
+    # Records (by id) whose list items are remembered per run for that comparison.
+    max_tracked_records: int = 256
+    # A call argument that is a calculation; "" turns `unsupported_operand` off.
+    expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
+    # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
+    small_integer_max: int = 12
+    # Values remembered per run for `unsupported_value` (a bound on memory: past it the rule
+    # stops for the run, counted in the finding-free `values_dropped`).
+    max_values_per_run: int = 20_000
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+        for name in (
+            "value_pattern",
+            "claimed_action_pattern",
+            "claim_condition_pattern",
+            "claim_modal_pattern",
+            "expression_pattern",
+            "charge_statement_pattern",
+        ):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.reasoning_action.{name}: invalid regular expression ({exc})"
+                ) from exc
+        if self.max_values_per_run < 0:
+            raise ValueError("detectors.reasoning_action.max_values_per_run must be >= 0")
+        if self.max_tracked_records < 1:
+            raise ValueError("detectors.reasoning_action.max_tracked_records must be >= 1")
