@@ -15,7 +15,8 @@ Rules, comparing a model call's output with what follows it:
 
 Rules of their own modules, run from here: `unsupported_value` and `unsupported_operand`
 (reasoning_amounts.py), `claimed_unperformed_action` (reasoning_claims.py),
-`report_contradicts_result` (reasoning_report.py). Settings: reasoning_config.py.
+`report_contradicts_result` (reasoning_report.py), `report_contradicts_change`
+(reasoning_fields.py). Settings: reasoning_config.py.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amount
 from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_common import SENTENCE
 from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
+from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
@@ -72,6 +74,7 @@ class ReasoningAction(Detector):
         self.amounts = AmountRules(self.config)
         self.claims = ClaimRules(self.config)
         self.reports = ReportRules(self.config, self.classifier)
+        self.fields = FieldRules(self.config)
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -87,6 +90,7 @@ class _ReasoningRun(DetectorRun):
         "claims",
         "config",
         "detector",
+        "fields",
         "findings",
         "names",
         "reasoning",
@@ -108,6 +112,7 @@ class _ReasoningRun(DetectorRun):
         self.amounts = Amounts(detector.amounts)
         self.claims = Claims(detector.claims)
         self.reports = Reports(detector.reports)
+        self.fields = Fields(detector.fields)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -159,6 +164,7 @@ class _ReasoningRun(DetectorRun):
         findings: list[Finding] = []
         text = step.output_text
         findings.extend(self.reports.model(step, run, self._emit))
+        findings.extend(self.fields.model(step, run, self._emit))
         self.amounts.model(step, run)
         findings.extend(self.claims.model(step, run, self._emit))
         if step.tool_calls:
@@ -204,6 +210,7 @@ class _ReasoningRun(DetectorRun):
         if reasoning is not None:
             findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
         self.reports.tool(step, action.kind, run)
+        self.fields.tool(step, action.kind is _MUTATING and not step.failed, run)
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets
         if action.kind is _MUTATING and not step.failed:

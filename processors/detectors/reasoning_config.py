@@ -107,6 +107,17 @@ class ReasoningActionConfig:
     )
     # Records (by id) whose list items are remembered per run for that comparison.
     max_tracked_records: int = 256
+    # `report_contradicts_change`: words telling a field took a value ("upgraded to", "set
+    # to"); the value after "to" is compared with the field's value in the change's result.
+    # "" turns that half of the rule off (the other compares the field's name and value).
+    changed_to_pattern: str = (
+        r"\b(?:changed|updated|upgraded|downgraded|switched|moved|set|converted|"
+        r"promoted|escalated|lowered|raised)\b[^.\n]{0,40}?\bto\s+(?:the\s+|an?\s+)?"
+    )
+    # Longest string value of a change's field compared with the report (ids and free text
+    # are longer), and the values and key groups remembered per run to know a field's values.
+    max_field_value_length: int = 40
+    max_field_values: int = 2048
     # A call argument that is a calculation; "" turns `unsupported_operand` off.
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
     # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
@@ -124,6 +135,7 @@ class ReasoningActionConfig:
             "claim_modal_pattern",
             "expression_pattern",
             "charge_statement_pattern",
+            "changed_to_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -133,5 +145,10 @@ class ReasoningActionConfig:
                 ) from exc
         if self.max_values_per_run < 0:
             raise ValueError("detectors.reasoning_action.max_values_per_run must be >= 0")
+        if self.max_field_value_length < 1 or self.max_field_values < 1:
+            raise ValueError(
+                "detectors.reasoning_action.max_field_value_length and max_field_values "
+                "must be >= 1"
+            )
         if self.max_tracked_records < 1:
             raise ValueError("detectors.reasoning_action.max_tracked_records must be >= 1")

@@ -264,3 +264,72 @@ def test_fm26_real_run_reports_the_planned_charge_not_the_one_made():
     assert 1302 in found[0].evidence["result_values"]
     # Run 20 reports the $146 its update charged: silent.
     assert [f for f in tau_findings(20, "FM-2.6") if f.rule == "report_contradicts_result"] == []
+
+
+# --- a report of a change that its result belies, field by field ------------------------------
+
+_TICKET = '{"ticket_id": "T-31", "priority": "normal", "assignee": "ana", "status": "open"}'
+_TIERS = '{"plans": {"basic": 10, "pro": 20, "enterprise": 50}}'
+
+
+def _ticket(said: str, asked: str = "urgent", shown: str = "high") -> list[str]:
+    """A ticketing agent sets a field; the result shows what the system made of it."""
+    run = RunBuilder(agent="helpdesk")
+    run.llm(input_text="Escalate T-31, it is blocking payroll.", calls=("get_ticket",))
+    run.tool("get_ticket", {"ticket_id": "T-31"}, _TICKET)
+    run.llm(input_text="Escalate T-31.", calls=("update_ticket",))
+    result = _TICKET.replace('"normal"', f'"{shown}"')
+    run.tool("update_ticket", {"ticket_id": "T-31", "priority": asked}, result)
+    run.llm(input_text="Escalate T-31.", output=said)
+    return [f.rule for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+
+
+def test_fm26_a_report_telling_the_value_asked_not_the_one_the_result_shows():
+    assert _ticket("Done: T-31 priority is now Urgent.") == ["report_contradicts_change"]
+
+
+def test_fm26_a_report_matching_the_result_or_not_naming_the_field_is_silent():
+    assert _ticket("Done: T-31 priority is now high (urgent is reserved for outages).") == []
+    assert _ticket("Done: T-31 priority set to urgent.", shown="urgent") == []
+    assert _ticket("Done: T-31 is now urgent.") == []
+    assert _ticket("If approved, the priority would be urgent.") == []
+
+
+def _plan(said: str, asked: str = "pro", config: DetectorsConfig | None = None) -> list[str]:
+    """A subscription agent: the values a tier may take are the keys of the price list."""
+    run = RunBuilder(agent="billing")
+    run.llm(input_text="Upgrade SUB-4.", calls=("get_plans",))
+    run.tool("get_plans", {}, _TIERS)
+    run.tool("get_subscription", {"subscription_id": "SUB-4"}, '{"id": "SUB-4", "tier": "basic"}')
+    run.llm(input_text="Upgrade SUB-4.", calls=("update_subscription",))
+    run.tool(
+        "update_subscription",
+        {"subscription_id": "SUB-4", "tier": asked},
+        f'{{"id": "SUB-4", "tier": "{asked}"}}',
+    )
+    run.llm(input_text="Upgrade SUB-4.", output=said)
+    return [f.rule for f in analyse([*run.steps, run.root()], config)[0] if f.mode == "FM-2.6"]
+
+
+def test_fm26_a_report_of_a_change_to_a_value_the_result_does_not_show():
+    assert _plan("SUB-4 has been upgraded to Enterprise.") == ["report_contradicts_change"]
+    assert _plan("SUB-4 has been upgraded to Pro.") == []
+    assert _plan("SUB-4 has been upgraded to pro; enterprise will be offered next month.") == []
+    config = DetectorsConfig()
+    config.reasoning_action.changed_to_pattern = ""
+    assert _plan("SUB-4 has been upgraded to Enterprise.", config=config) == []
+    with pytest.raises(ValueError, match="changed_to_pattern"):
+        ReasoningActionConfig(changed_to_pattern="(").validate()
+
+
+@needs_tau
+def test_fm26_real_runs_report_a_cabin_the_update_result_does_not_show():
+    # Run 72: the update asked cabin economy, its result shows basic_economy, the model
+    # reports "Cabin Class: Economy" (labelled FM-2.6 at message 36). Run 123: the update
+    # set economy (as its result shows) and the model reports "Upgraded to Business Class".
+    for index, told in ((72, "economy"), (123, "business")):
+        found = [f for f in tau_findings(index, "FM-2.6") if f.rule == "report_contradicts_change"]
+        assert [f.evidence["told"] for f in found] == [told]
+        assert "update_reservation_flights" in found[0].message
+    # Run 20 changes flights in the same cabin and reports them: silent.
+    assert [f for f in tau_findings(20, "FM-2.6") if f.rule == "report_contradicts_change"] == []
