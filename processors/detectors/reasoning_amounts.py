@@ -2,8 +2,14 @@
 
 - `unsupported_value`: the model tells an amount (`value_pattern`, such as "$1,234.50") that
   appears in no tool result, no user message and not in the run's instructions, and is not
-  the sum or difference of two values seen there, nor the total of a field over a list of a
-  JSON result (numbers compared as numbers: 1,234.50 is 1234.5);
+  derived from them by simple arithmetic: the sum or difference of two values of one source
+  (one tool result, one user message, one model message showing its work: "$123 + $167 =
+  $290"), the sum or difference of an amount the model told before and a value seen (the
+  total it told, less a gift card's balance), the total of a field over a list of a JSON
+  result, or a value seen times a count the run states (the length of a list of records in
+  a result: two passengers, three flights). Numbers are compared as numbers: 1,234.50 is
+  1234.5. A sum of two values from different sources is no support by itself: with
+  hundreds of values seen, nearly any amount is one;
 - `unsupported_operand`: the agent computes with a number nothing gave it: a call's argument
   is an arithmetic expression (`expression_pattern`, "(122 + 127) * 2 * 1.5") with an operand
   no tool result, user message or instruction holds (small whole numbers, counts, excepted).
@@ -20,6 +26,7 @@ from mast_otel.processors import conventions
 from mast_otel.processors.detectors.reasoning_common import (
     Emit,
     around,
+    list_counts,
     list_totals,
     numbers,
 )
@@ -56,7 +63,7 @@ class AmountRules:
 class Amounts:
     """One run's values seen and amounts told."""
 
-    __slots__ = ("config", "rules", "seen", "told", "user_text")
+    __slots__ = ("config", "counts", "derived", "rules", "seen", "stated", "told", "user_text")
 
     def __init__(self, rules: AmountRules) -> None:
         self.rules = rules
@@ -66,6 +73,11 @@ class Amounts:
         self.seen: set[float] | None = set()
         self.told: list[Told] = []
         self.user_text = ""
+        # Sums and differences of two values of one source, and the counts the run states.
+        self.derived: set[float] = set()
+        self.counts: set[int] = set()
+        # Amounts the model told (its running figures: a total, a balance).
+        self.stated: set[float] = set()
 
     def user(self, text: str) -> None:
         """A user message (or a model call's input): its numbers are given."""
@@ -79,34 +91,57 @@ class Amounts:
         self.learn(step.tool_result or step.error)
         if self.seen is not None and self.rules.value is not None:
             self.seen |= list_totals(step.tool_result)
+            self.counts |= list_counts(step.tool_result, self.config.max_count)
 
     def learn(self, text: str) -> None:
         if self.seen is None or not text or self.rules.value is None:
             return
-        self.seen |= numbers(text)
-        if len(self.seen) > self.config.max_values_per_run:
+        found = numbers(text)
+        self.seen |= found
+        self._derive(found)
+        if len(self.seen) + len(self.derived) > self.config.max_values_per_run:
             self.seen = None  # past the bound: the rule stops for this run
             self.told.clear()
 
-    @staticmethod
-    def supported(value: float, seen: set[float]) -> bool:
-        if value in seen:
+    def _derive(self, found: set[float]) -> None:
+        """The sums and differences of two values of one source (past
+        `max_source_values` values a source gives none: its pairs would support anything)."""
+        if len(found) > self.config.max_source_values:
+            return
+        values = sorted(found)
+        for i, a in enumerate(values):
+            for b in values[i + 1 :]:
+                self.derived.add(round(a + b, 2))
+                self.derived.add(round(b - a, 2))
+
+    def supported(self, value: float, seen: set[float]) -> bool:
+        if value in seen or value in self.derived:
             return True
-        return any(round(value - a, 2) in seen or round(a - value, 2) in seen for a in seen)
+        if any(round(value / count, 2) in seen for count in self.counts):
+            return True
+        return any(
+            round(value - a, 2) in seen or round(a - value, 2) in seen
+            for a in self.stated
+            if a != value
+        )
 
     def model(self, step: Step, run: Run) -> None:
         """Amounts in a model output that nothing seen so far supports: held for close."""
         pattern = self.rules.value
         if pattern is None or self.seen is None or not step.output_text:
             return
+        # The model's own working ("$123 + $167 = $290") derives its result.
+        self._derive(numbers(step.output_text))
         for match in pattern.finditer(step.output_text):
             values = numbers(match.group())
             if len(values) != 1:
                 continue
             value = next(iter(values))
-            if self.supported(value, self.seen) or any(
-                t.value == value and not t.tool for t in self.told
-            ):
+            if self.supported(value, self.seen):
+                if len(self.stated) < self.config.max_source_values:
+                    self.stated.add(value)  # a figure the model may compute on
+                continue
+            if any(t.value == value and not t.tool for t in self.told):
                 continue
             if len(self.told) < self.config.max_findings_per_run:
                 said = around(step.output_text, match.start(), match.end())
@@ -142,8 +177,9 @@ class Amounts:
         findings: list[Finding] = []
         if not self.told or self.seen is None:
             return findings
-        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-        seen = self.seen | numbers(instructions)
+        instructions = numbers(str(run.attributes.get(conventions.TASK_DESCRIPTION) or ""))
+        self._derive(instructions)
+        seen = self.seen | instructions
         for told in self.told:
             if told.tool:
                 if told.value in seen:
@@ -169,7 +205,9 @@ class Amounts:
                     "unsupported_value",
                     0.65,
                     f"the model told {told.text} ({told.said!r}), a value no tool result, "
-                    "user message or instruction holds, nor a sum or difference of two",
+                    "user message or instruction holds, nor one derived from them (a sum or "
+                    "difference within one source or with a figure it told, a total, a value "
+                    "times a count)",
                     [told.step],
                     {"value": told.text, "said": told.said},
                     run,

@@ -70,6 +70,25 @@ def list_totals(text: str) -> set[float]:
     return out
 
 
+def list_counts(text: str, most: int) -> set[int]:
+    """For a JSON tool result: the lengths (2 to `most`) of its lists of objects, the counts
+    a model multiplies by (two passengers, three flights)."""
+    doc = json_doc(text)
+    if doc is None:
+        return set()
+    out: set[int] = set()
+    todo = [doc]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+            if 2 <= len(node) <= most and all(isinstance(i, dict) for i in node):
+                out.add(len(node))
+    return out
+
+
 def stem(word: str) -> str:
     """A crude stem, enough to match "bags"/"baggage", "flights"/"flight", "cancelled"/
     "cancel" between a sentence and a tool's name."""

@@ -122,6 +122,10 @@ class ReasoningActionConfig:
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
     # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
     small_integer_max: int = 12
+    # `unsupported_value`: a source (a tool result, a message) with more values than this
+    # gives no sums or differences of its pairs; lists longer than `max_count` state no count.
+    max_source_values: int = 64
+    max_count: int = 9
     # Values remembered per run for `unsupported_value` (a bound on memory: past it the rule
     # stops for the run, counted in the finding-free `values_dropped`).
     max_values_per_run: int = 20_000
@@ -143,6 +147,10 @@ class ReasoningActionConfig:
                 raise ValueError(
                     f"detectors.reasoning_action.{name}: invalid regular expression ({exc})"
                 ) from exc
+        if self.max_source_values < 0 or self.max_count < 2:
+            raise ValueError(
+                "detectors.reasoning_action.max_source_values must be >= 0 and max_count >= 2"
+            )
         if self.max_values_per_run < 0:
             raise ValueError("detectors.reasoning_action.max_values_per_run must be >= 0")
         if self.max_field_value_length < 1 or self.max_field_values < 1:
