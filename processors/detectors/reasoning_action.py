@@ -16,7 +16,8 @@ Rules, comparing a model call's output with what follows it:
 Rules of their own modules, run from here: `unsupported_value` and `unsupported_operand`
 (reasoning_amounts.py), `claimed_unperformed_action` (reasoning_claims.py),
 `report_contradicts_result` (reasoning_report.py), `report_contradicts_change`
-(reasoning_fields.py). Settings: reasoning_config.py.
+(reasoning_fields.py), `call_differs_from_announced` (reasoning_promise.py).
+Settings: reasoning_config.py.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_common import SENTENCE
 from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
+from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
@@ -93,6 +95,7 @@ class _ReasoningRun(DetectorRun):
         "fields",
         "findings",
         "names",
+        "promises",
         "reasoning",
         "reports",
         "unobserved",
@@ -113,15 +116,18 @@ class _ReasoningRun(DetectorRun):
         self.claims = Claims(detector.claims)
         self.reports = Reports(detector.reports)
         self.fields = Fields(detector.fields)
+        self.promises = Promises(self.fields)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
             self.amounts.user(step.input_text)
+            self.promises.said(step, run)
             return self._on_model(step, run)
         if step.kind is _TOOL and step.tool_name:
             self.amounts.tool(step, run)
             return self._on_tool(step, run)
         if step.kind is _HUMAN:
+            self.promises.said(step, run)
             self.amounts.user(step.input_text or step.output_text)
         return ()
 
@@ -210,6 +216,7 @@ class _ReasoningRun(DetectorRun):
         if reasoning is not None:
             findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
         self.reports.tool(step, action.kind, run)
+        findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
         self.fields.tool(step, action.kind is _MUTATING and not step.failed, run)
         if len(self.names) < _MAX_WORDS:
             self.names |= action.targets

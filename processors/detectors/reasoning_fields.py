@@ -146,10 +146,10 @@ class Fields:
 
     def _told(self, sentence: str, field: str, asked: str, shown: str) -> str:
         """The value of `field` the sentence tells that the result does not show, or ""."""
-        if _has(sentence, shown):
+        if has(sentence, shown):
             return ""
         names = {w for w in _WORD.findall(field.lower()) if w not in ("ids", "the")}
-        if asked != shown and names & set(_WORD.findall(sentence)) and _has(sentence, asked):
+        if asked != shown and names & set(_WORD.findall(sentence)) and has(sentence, asked):
             return asked
         pattern = self.rules.changed_to
         if pattern is None:
@@ -163,5 +163,6 @@ class Fields:
         return ""
 
 
-def _has(sentence: str, value: str) -> bool:
+def has(sentence: str, value: str) -> bool:
+    """`value` (normalised) is in `sentence` as words of its own."""
     return bool(value) and re.search(rf"\b{re.escape(value)}\b", sentence) is not None

@@ -362,3 +362,38 @@ def test_fm26_real_runs_report_a_cabin_the_update_result_does_not_show():
         assert "update_reservation_flights" in found[0].message
     # Run 20 changes flights in the same cabin and reports them: silent.
     assert [f for f in tau_findings(20, "FM-2.6") if f.rule == "report_contradicts_change"] == []
+
+
+# --- a change made other than the one the user was told of --------------------------------------
+
+
+def _reassign(told: str, assignee: str = "omar") -> list[str]:
+    """A ticketing agent: the assignees the run knows are those its results named."""
+    run = RunBuilder(agent="helpdesk")
+    run.llm(input_text="Who can take T-31?", calls=("list_agents",))
+    run.tool("list_agents", {"team": "payroll"}, '[{"assignee": "ana"}, {"assignee": "omar"}]')
+    run.llm(input_text="Who can take T-31?", output=told)
+    run.human("Yes, do it.")
+    run.llm(input_text="Yes, do it.", calls=("update_ticket",))
+    result = f'{{"ticket_id": "T-31", "assignee": "{assignee}"}}'
+    run.tool("update_ticket", {"ticket_id": "T-31", "assignee": assignee}, result)
+    return [f.rule for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+
+
+def test_fm26_a_change_other_than_the_one_announced():
+    assert _reassign("I will assign T-31 to Ana. Shall I go ahead?") == [
+        "call_differs_from_announced"
+    ]
+
+
+def test_fm26_a_change_as_announced_or_naming_both_values_is_silent():
+    assert _reassign("I will assign T-31 to Omar. Shall I go ahead?") == []
+    assert _reassign("Ana is away, so I will assign T-31 to Omar. OK?") == []
+    assert _reassign("Shall I reassign T-31?") == []
+
+
+@needs_tau
+def test_fm26_real_run_naming_both_cabins_before_the_update_is_no_broken_promise():
+    # Run 123 says the outgoing leg goes to business and the return stays in economy, and
+    # sets cabin economy: the message names the value the call set, so this rule is silent.
+    assert [f for f in tau_findings(123, "FM-2.6") if f.rule == "call_differs_from_announced"] == []
