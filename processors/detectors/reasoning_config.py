@@ -115,16 +115,20 @@ class ReasoningActionConfig:
         r"promoted|escalated|lowered|raised)\b[^.\n]{0,40}?\bto\s+(?:the\s+|an?\s+)?"
     )
     # Longest string value of a change's field compared with the report (ids and free text
-    # are longer), and the values and key groups remembered per run to know a field's values.
+    # are longer).
     max_field_value_length: int = 40
+    # Field values remembered per run to know the values a field may take (a bound on
+    # memory: past it no more are learnt).
     max_field_values: int = 2048
     # A call argument that is a calculation; "" turns `unsupported_operand` off.
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
     # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
     small_integer_max: int = 12
     # `unsupported_value`: a source (a tool result, a message) with more values than this
-    # gives no sums or differences of its pairs; lists longer than `max_count` state no count.
+    # gives no sums or differences of its pairs.
     max_source_values: int = 64
+    # `unsupported_value`: the longest list of records in a result whose length is a count
+    # an amount may be a multiple of (two passengers, three flights).
     max_count: int = 9
     # Values remembered per run for `unsupported_value` (a bound on memory: past it the rule
     # stops for the run, counted in the finding-free `values_dropped`).
