@@ -1,29 +1,24 @@
 """FM-2.6 Reasoning-action mismatch: what the model says and what the agent does disagree.
 
-Rules, comparing a model call's output with what follows it:
-- `target_mismatch`: the reasoning right before a tool call names resources, and the call acts
-  on others (none of the named ones among its targets);
-- `verb_mismatch`: the reasoning says it will only look (check, inspect, describe, ...) and the
-  call changes the system;
-- `other_tool_executed`: the model asked for one tool and the agent ran another;
+Rules of this module, on a model call's output:
 - `claims_done_then_acts`: the output says the task is done and, in the same turn, asks for
   more tool calls;
 - `unsupported_observation`: the reasoning states an observation (`observation_terms`, such
-  as CrashLoopBackOff or OOMKilled) that no tool result so far has shown;
-- `announced_then_stopped`: the run's last model output announces a tool call ("I will run
-  ...") and asks for none, and nothing follows.
+  as CrashLoopBackOff or OOMKilled) that no tool result so far has shown.
 
-Rules of their own modules, run from here: `unsupported_value` and `unsupported_operand`
-(reasoning_amounts.py), `claimed_unperformed_action` (reasoning_claims.py),
-`report_contradicts_result` (reasoning_report.py), `report_contradicts_change`
-(reasoning_fields.py), `call_differs_from_announced` (reasoning_promise.py).
-Settings: reasoning_config.py.
+Rules of their own modules, run from here: `other_tool_executed`, `verb_mismatch`,
+`target_mismatch` and `announced_then_stopped` (reasoning_compare.py); `unsupported_value`
+and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
+(reasoning_claims.py); `report_contradicts_result` (reasoning_report.py);
+`report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
+(reasoning_promise.py). Their settings are this module's config class.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -31,16 +26,12 @@ from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amounts
 from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
-from mast_otel.processors.detectors.reasoning_common import SENTENCE
-from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
+from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
-from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
-
-__all__ = ["FACTORY", "ReasoningAction", "ReasoningActionConfig"]
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
@@ -49,17 +40,163 @@ _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
 
-_READ_ONLY_INTENT = re.compile(
-    r"\b(check|inspect|look at|describe|view|list|examine|read|investigate|query|verify)\b",
-    re.IGNORECASE,
-)
-_CHANGE_INTENT = re.compile(
-    r"\b(restart|delete|scale|patch|apply|roll ?back|rollout|set|increase|raise|update|fix|"
-    r"change|modify|remove|kill|drain|cordon|upgrade|edit)\b",
-    re.IGNORECASE,
-)
 _MAX_WORDS = 50_000
-_LET_ME_KNOW = re.compile(r"\blet me know\b", re.IGNORECASE)
+
+
+@dataclass
+class ReasoningActionConfig:
+    """FM-2.6 reasoning-action mismatch: the model says one thing and the agent does another."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+    # Observations a model may state only if a tool result showed them.
+    observation_terms: list[str] = field(
+        default_factory=lambda: [
+            "CrashLoopBackOff",
+            "OOMKilled",
+            "ImagePullBackOff",
+            "ErrImagePull",
+            "Evicted",
+            "NotReady",
+            "connection refused",
+            "out of memory",
+            "disk full",
+            "certificate expired",
+        ]
+    )
+
+    # Amounts the model may tell only if a tool result, a user message or the instructions
+    # hold them (case-insensitive regular expression; the number is read from the match).
+    # "" turns `unsupported_value` off.
+    value_pattern: str = (
+        r"(?:[$€£]|\b(?:USD|EUR|GBP)\s?)\s?\d[\d,]*(?:\.\d+)?|"
+        r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars|euros)\b"
+    )
+    # A statement that something was done: the verb (group `verb`) and the thing (group
+    # `thing`) are compared with the run's successful changes. "" turns the rule off.
+    claimed_action_pattern: str = (
+        r"(?P<thing>(?:\b\w+\s+){0,3}?\w+)\s+(?:has|have)\s+(?:now\s+)?(?:also\s+)?been\s+"
+        r"(?:successfully\s+)?(?P<verb>added|removed|cancell?ed|booked|sent|issued|deleted|"
+        r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned)\b|"
+        r"\bI(?:'ve| have)\s+(?:now\s+)?(?:also\s+)?(?:successfully\s+)?(?P<verb2>added|removed|"
+        r"cancell?ed|booked|sent|issued|deleted|created|closed|restarted|deployed|merged|"
+        r"submitted|scheduled|assigned)\s+(?P<thing2>(?:\w+\s+){0,3}\w+)|"
+        # a list item of a summary: "- **Checked Bag:** 1 checked bag added"
+        r"(?m:^\s*(?:[-*•]|\d+[.)])\s+(?:\*\*[^*\n]{1,40}\*\*:?\s*)?"
+        r"(?P<thing3>(?:[\w-]+\s+){0,3}?[\w-]+)\s+(?P<verb3>added|removed|cancell?ed|booked|sent|"
+        r"issued|deleted|created|closed)(?=\s*(?:[.(,;]|$)))"
+    )
+    # Words too common to tell one change from another ("your", "the", "reservation" stays).
+    claim_stopwords: list[str] = field(
+        default_factory=lambda: [
+            "the",
+            "a",
+            "an",
+            "your",
+            "my",
+            "our",
+            "all",
+            "and",
+            "also",
+            "one",
+            "two",
+            "three",
+            "it",
+            "this",
+            "that",
+            "these",
+            "those",
+            "has",
+            "have",
+            "been",
+            "now",
+            "successfully",
+            "additionally",
+            "new",
+            "same",
+            "both",
+            "each",
+            "i",
+            "we",
+            "you",
+            "for",
+            "to",
+            "of",
+        ]
+    )
+    # Words before a claim in its sentence that make it no claim ("once they have been added",
+    # "if it has been sent", "not yet").
+    claim_condition_pattern: str = (
+        r"\b(once|if|when|whether|after|before|unless|until|not|never|cannot|can't|no|none)\b"
+    )
+    # Words in the thing claimed that make it a possibility, not a deed ("bags can be added").
+    claim_modal_pattern: str = r"\b(be|to|will|would|can|could|may|might|should|must|being)\b"
+    # A sentence telling the user money moved; an amount in it is compared with the numbers
+    # of the items a change added to its record. "" turns `report_contradicts_result` off.
+    charge_statement_pattern: str = (
+        r"\b(charged|processed|paid|billed|debited|deducted|refunded|credited|collected)\b"
+    )
+    # Records (by id) whose list items are remembered per run for that comparison.
+    max_tracked_records: int = 256
+    # `report_contradicts_change`: words telling a field took a value ("upgraded to", "set
+    # to"); the value after "to" is compared with the field's value in the change's result.
+    # "" turns that half of the rule off (the other compares the field's name and value).
+    changed_to_pattern: str = (
+        r"\b(?:changed|updated|upgraded|downgraded|switched|moved|set|converted|"
+        r"promoted|escalated|lowered|raised)\b[^.\n]{0,40}?\bto\s+(?:the\s+|an?\s+)?"
+    )
+    # Longest string value of a change's field compared with the report (ids and free text
+    # are longer).
+    max_field_value_length: int = 40
+    # Field values remembered per run to know the values a field may take (a bound on
+    # memory: past it no more are learnt).
+    max_field_values: int = 2048
+    # A call argument that is a calculation; "" turns `unsupported_operand` off.
+    expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
+    # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
+    small_integer_max: int = 12
+    # `unsupported_value`: a source (a tool result, a message) with more values than this
+    # gives no sums or differences of its pairs.
+    max_source_values: int = 64
+    # `unsupported_value`: the longest list of records in a result whose length is a count
+    # an amount may be a multiple of (two passengers, three flights).
+    max_count: int = 9
+    # Values remembered per run for `unsupported_value` (a bound on memory: past it the rule
+    # stops for the run, counted in the finding-free `values_dropped`).
+    max_values_per_run: int = 20_000
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+        for name in (
+            "value_pattern",
+            "claimed_action_pattern",
+            "claim_condition_pattern",
+            "claim_modal_pattern",
+            "expression_pattern",
+            "charge_statement_pattern",
+            "changed_to_pattern",
+        ):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.reasoning_action.{name}: invalid regular expression ({exc})"
+                ) from exc
+        if self.max_source_values < 0 or self.max_count < 2:
+            raise ValueError(
+                "detectors.reasoning_action.max_source_values must be >= 0 and max_count >= 2"
+            )
+        if self.max_values_per_run < 0:
+            raise ValueError("detectors.reasoning_action.max_values_per_run must be >= 0")
+        if self.max_field_value_length < 1 or self.max_field_values < 1:
+            raise ValueError(
+                "detectors.reasoning_action.max_field_value_length and max_field_values "
+                "must be >= 1"
+            )
+        if self.max_tracked_records < 1:
+            raise ValueError("detectors.reasoning_action.max_tracked_records must be >= 1")
 
 
 class ReasoningAction(Detector):
@@ -133,38 +270,8 @@ class _ReasoningRun(DetectorRun):
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         findings = self.amounts.close(run, self._emit)
-        findings.extend(self._announced(run))
+        findings.extend(announced(run, self.names, self.detector.signals, self._emit))
         return findings
-
-    def _announced(self, run: Run) -> Iterable[Finding]:
-        last = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL, _HUMAN)), None)
-        if last is None or last.kind is not _LLM or last.tool_calls:
-            return ()  # a user turn after it: the user had the word, the agent did not stop
-        text = last.output_text
-        # The sentences that announce something ("let me know" asks the user, announces
-        # nothing), and the tools or resources of the run they name.
-        announcing = [
-            sentence
-            for sentence in SENTENCE.split(text)
-            if self.detector.signals.announce.found(_LET_ME_KNOW.sub("", sentence))
-        ]
-        if not announcing:
-            return ()
-        mentioned = words(" ".join(announcing)) & (
-            self.names | {s.tool_name.lower() for s in run.window if s.tool_name}
-        )
-        if not mentioned:
-            return ()
-        return self._emit(
-            last,
-            "announced_then_stopped",
-            0.65,
-            f"the model announced {', '.join(sorted(mentioned))} "
-            f"({short(announcing[0].strip(), 120)!r}) and the run ended without it",
-            [last],
-            {"said": short(text), "named": sorted(mentioned)},
-            run,
-        )
 
     def _on_model(self, step: Step, run: Run) -> list[Finding]:
         findings: list[Finding] = []
@@ -214,7 +321,9 @@ class _ReasoningRun(DetectorRun):
         reasoning = self.reasoning.pop(step.agent, None)
         findings: list[Finding] = []
         if reasoning is not None:
-            findings.extend(self._compare(reasoning, step, action.kind, action.targets, run))
+            findings.extend(
+                compare(reasoning, step, action.kind, action.targets, self.names, run, self._emit)
+            )
         self.reports.tool(step, action.kind, run)
         findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
         self.fields.tool(step, action.kind is _MUTATING and not step.failed, run)
@@ -229,47 +338,6 @@ class _ReasoningRun(DetectorRun):
                 if shown:
                     self.unobserved = [t for t in self.unobserved if t not in shown]
         return findings
-
-    def _compare(
-        self, reasoning: Step, step: Step, kind: ActionKind, targets: frozenset[str], run: Run
-    ) -> list[Finding]:
-        text = reasoning.output_text
-        requested = {c.name for c in reasoning.tool_calls if c.name}
-        if requested and step.tool_name not in requested:
-            return self._emit(
-                step,
-                "other_tool_executed",
-                0.8,
-                f"the model asked for {', '.join(sorted(requested))} and the agent ran "
-                f"{step.tool_name}",
-                [reasoning, step],
-                {"requested": sorted(requested), "executed": step.tool_name},
-                run,
-            )
-        if kind is _MUTATING and _READ_ONLY_INTENT.search(text) and not _CHANGE_INTENT.search(text):
-            return self._emit(
-                step,
-                "verb_mismatch",
-                0.8,
-                f"the model said it would only look ({short(text, 100)!r}), and "
-                f"{step.tool_name}({short(step.tool_arguments, 100)}) changed the system",
-                [reasoning, step],
-                {"said": short(text), "call": short(step.tool_arguments)},
-                run,
-            )
-        said = words(text) & self.names
-        if said and targets and not (targets & said) and not (targets & words(text)):
-            return self._emit(
-                step,
-                "target_mismatch",
-                0.75,
-                f"the model named {', '.join(sorted(said))} and the call acted on "
-                f"{', '.join(sorted(targets))}",
-                [reasoning, step],
-                {"named": sorted(said), "acted_on": sorted(targets), "said": short(text)},
-                run,
-            )
-        return []
 
     def _emit(
         self,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.reasoning_common import (
@@ -30,9 +31,11 @@ from mast_otel.processors.detectors.reasoning_common import (
     list_totals,
     numbers,
 )
-from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 
 @dataclass(slots=True)

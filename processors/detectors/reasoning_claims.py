@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
-from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
 
 _MAX_CHANGES = 50_000
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 
 class ClaimRules:

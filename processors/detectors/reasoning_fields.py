@@ -16,11 +16,10 @@ Sentences about what would or will happen are no report (`_NOT_DONE`)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, json_doc
-from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
@@ -30,6 +29,9 @@ _NOT_DONE = re.compile(
     r"\b(will|would|can|could|once|if|when|should|might|unless)\b|\bmay\b(?!\s+\d)", re.IGNORECASE
 )
 _MAX_NODES = 2000
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 
 def norm(value: str) -> str:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, numbers
-from mast_otel.processors.detectors.reasoning_config import ReasoningActionConfig
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
@@ -27,6 +26,9 @@ _MUTATING = ActionKind.MUTATING
 _NOT_DONE = re.compile(
     r"\b(will|would|can|could|may|once|if|when|should|per|each)\b", re.IGNORECASE
 )
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 
 class ReportRules:
