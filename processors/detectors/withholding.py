@@ -55,10 +55,12 @@ class WithholdingConfig:
     )
     # An argument of a change that names a means of payment.
     payment_argument_pattern: str = r"payment|billing|card|charge|pay_with|paid_with"
-    # An amount told (the currency is what makes a number a price).
+    # An amount told: a number with its currency, or a number right after a word of price
+    # ("the upgrade costs 180", "fare difference: 105").
     amount_pattern: str = (
         r"(?:[$€£]|\b(?:USD|EUR|GBP)\s?)\s?\d[\d,]*(?:\.\d+)?|"
-        r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars|euros)\b"
+        r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars|euros|credits)\b|"
+        r"\b(?:costs?|price[ds]?|fees?|charged?|total|difference)\b[^.\n\d]{0,24}\d"
     )
     # Words telling the change costs nothing: a price told.
     free_pattern: str = (

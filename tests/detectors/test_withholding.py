@@ -65,7 +65,8 @@ def test_fm24_a_priced_free_refunded_or_uncharged_change_is_silent():
     answer = _upgrade("Please confirm the move.", answer="Yes, charge the $180 to card_77.")
     refund = _upgrade("I will refund the difference to card_77. Please confirm.")
     nothing = _upgrade("Please confirm the move to the team plan.", result=_PLAN)
-    for run in (told, free, answer, refund, nothing):
+    bare = _upgrade("The team plan costs 180 more per year. Shall I go ahead?")
+    for run in (told, free, answer, refund, nothing, bare):
         assert rules(run.steps, mode="FM-2.4") == []
 
 
