@@ -11,7 +11,8 @@ Rules of their own modules, run from here: `other_tool_executed`, `verb_mismatch
 and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 (reasoning_claims.py); `report_contradicts_result` (reasoning_report.py);
 `report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
-(reasoning_promise.py). Their settings are this module's config class.
+(reasoning_promise.py); `group_told_as_member` (reasoning_groups.py). Their settings are
+this module's config class.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amount
 from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
+from mast_otel.processors.detectors.reasoning_groups import Groups
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
@@ -231,6 +233,7 @@ class _ReasoningRun(DetectorRun):
         "detector",
         "fields",
         "findings",
+        "groups",
         "names",
         "promises",
         "reasoning",
@@ -254,6 +257,7 @@ class _ReasoningRun(DetectorRun):
         self.reports = Reports(detector.reports)
         self.fields = Fields(detector.fields)
         self.promises = Promises(self.fields)
+        self.groups = Groups(detector.amounts.value)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -278,6 +282,7 @@ class _ReasoningRun(DetectorRun):
         text = step.output_text
         findings.extend(self.reports.model(step, run, self._emit))
         findings.extend(self.fields.model(step, run, self._emit))
+        findings.extend(self.groups.model(step, run, self._emit))
         self.amounts.model(step, run)
         findings.extend(self.claims.model(step, run, self._emit))
         if step.tool_calls:
@@ -325,6 +330,7 @@ class _ReasoningRun(DetectorRun):
                 compare(reasoning, step, action.kind, action.targets, self.names, run, self._emit)
             )
         self.reports.tool(step, action.kind, run)
+        self.groups.tool(step)
         findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
         self.fields.tool(step, action.kind is _MUTATING and not step.failed, run)
         if len(self.names) < _MAX_WORDS:
