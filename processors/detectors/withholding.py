@@ -5,15 +5,21 @@ Rules, around each hand-off from one agent to another:
   made successfully before handing off: the sender had the result and did not pass it on;
 - `error_not_passed_on`: the sender saw a tool call fail, and the hand-off message mentions
   neither the failure nor the failing tool.
+
+And towards the user: `unpriced_consent` (withholding_consent.py), a yes asked for a change
+that names a means of payment, with no amount told.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mast_otel.processors.classify import ActionKind
-from mast_otel.processors.detectors.base import Detector, DetectorFactory, short
+from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.withholding_consent import ConsentRules, Consents, Unpriced
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -42,9 +48,49 @@ class WithholdingConfig:
 
     # Run this detector.
     enabled: bool = True
+    # `unpriced_consent`: a model message asking the user for a yes ("" turns the rule off).
+    consent_pattern: str = (
+        r"\b(confirm|proceed|go ahead|would you like|do you want|shall I|should I|"
+        r"is that (ok|okay|alright)|are you sure)\b"
+    )
+    # An argument of a change that names a means of payment.
+    payment_argument_pattern: str = r"payment|billing|card|charge|pay_with|paid_with"
+    # An amount told: a number with its currency, or a number right after a word of price
+    # ("the upgrade costs 180", "fare difference: 105").
+    amount_pattern: str = (
+        r"(?:[$€£]|\b(?:USD|EUR|GBP)\s?)\s?\d[\d,]*(?:\.\d+)?|"
+        r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars|euros|credits)\b|"
+        r"\b(?:costs?|price[ds]?|fees?|charged?|total|difference)\b[^.\n\d]{0,24}\d"
+    )
+    # Words telling the change costs nothing: a price told.
+    free_pattern: str = (
+        r"\b(no (additional |extra )?(cost|charge|fee|payment)s?|free of charge|"
+        r"at no (additional |extra )?cost|(is|are|be|at) free|without (any )?(charge|cost))\b"
+    )
+    # Words telling money goes back to the user: no charge to decide on.
+    credit_pattern: str = r"\b(refund\w*|reimburs\w*|money back|credit(ed)? back)\b"
 
     def validate(self) -> None:
         """Every value of this section is valid."""
+        for name in (
+            "consent_pattern",
+            "payment_argument_pattern",
+            "amount_pattern",
+            "free_pattern",
+            "credit_pattern",
+        ):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.withholding.{name}: invalid regular expression ({exc})"
+                ) from exc
+        for name in ("payment_argument_pattern", "amount_pattern"):
+            if not getattr(self, name):
+                raise ValueError(
+                    f"detectors.withholding.{name} must not be empty (turn the rule off "
+                    'with consent_pattern: "")'
+                )
 
 
 class Withholding(Detector):
@@ -53,13 +99,33 @@ class Withholding(Detector):
     version = "1.0"
     config: WithholdingConfig
 
+    def __init__(self, config: Any, context: DetectorContext) -> None:
+        super().__init__(config, context)
+        c = self.config
+        self.consent = ConsentRules(
+            self.classifier,
+            c.consent_pattern,
+            c.payment_argument_pattern,
+            c.amount_pattern,
+            c.free_pattern,
+            c.credit_pattern,
+        )
+
     def open(self, run: Run) -> DetectorRun:
         return _WithholdingRun(self)
 
 
 class _WithholdingRun(DetectorRun):
-    __slots__ = ("changed_since", "detector", "handed", "known", "reported", "reported_calls")
-    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL})
+    __slots__ = (
+        "changed_since",
+        "consents",
+        "detector",
+        "handed",
+        "known",
+        "reported",
+        "reported_calls",
+    )
+    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL, StepKind.LLM, StepKind.HUMAN})
 
     def __init__(self, detector: Withholding) -> None:
         self.detector = detector
@@ -70,8 +136,12 @@ class _WithholdingRun(DetectorRun):
         self.changed_since: set[str] = set()
         self.reported: set[str] = set()
         self.reported_calls: set[int] = set()
+        self.consents = Consents(detector.consent)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        unpriced = self.consents.step(step, run)
+        if unpriced is not None:
+            return [self._unpriced(unpriced, run)]
         if step.kind is _HANDOFF and step.target_agent:
             return self._on_handoff(step, run)
         if step.kind is not _TOOL or not step.tool_name:
@@ -116,6 +186,26 @@ class _WithholdingRun(DetectorRun):
                 run=run,
             )
         ]
+
+    def _unpriced(self, found: Unpriced, run: Run) -> Finding:
+        call = found.call
+        return self.detector.finding(
+            at=call,
+            rule="unpriced_consent",
+            confidence=0.7,
+            message=(
+                f"the model asked for a yes ({short(found.asked, 120)!r}) and then ran "
+                f"{call.tool_name}({short(call.tool_arguments, 120)}), paid with "
+                f"{found.argument}, without telling the user any amount"
+            ),
+            evidence=[found.consent, found.answer, call],
+            values={
+                "asked": short(found.asked),
+                "call": f"{call.tool_name}({short(call.tool_arguments)})",
+                "payment": found.argument,
+            },
+            run=run,
+        )
 
     def _on_handoff(self, step: Step, run: Run) -> list[Finding]:
         sender = self.known.get(step.agent, _Knowledge())

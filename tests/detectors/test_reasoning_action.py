@@ -9,8 +9,8 @@ import pytest
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.reasoning_action import (
-    ReasoningActionConfig,
+from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+from mast_otel.processors.detectors.reasoning_common import (
     list_totals,
     numbers,
 )
@@ -61,6 +61,35 @@ def test_fm26_an_amount_no_result_holds_is_unsupported():
     # the list total, a value as written in the result, and a difference of two are supported
     assert [(f.rule, f.evidence["value"]) for f in findings] == [("unsupported_value", "$1,310")]
     assert "late fee" in findings[0].message
+
+
+def _clinic(said: str) -> list[str]:
+    """A clinic booking agent: a visit's fee from one call, the patient's wallet from another."""
+    run = RunBuilder(agent="clinic")
+    run.llm(input_text="Book Dr. Okafor for me and my son.", calls=("get_slot",))
+    run.tool(
+        "get_slot",
+        {"slot_id": "S-4"},
+        '{"slot_id": "S-4", "fee": 85, "deposit": 20, '
+        '"patients": [{"name": "Ada"}, {"name": "Tom"}]}',
+    )
+    run.tool("get_wallet", {"patient_id": "P-1"}, '{"patient_id": "P-1", "voucher": 40}')
+    run.llm(input_text="Book Dr. Okafor for me and my son.", output=said)
+    return [f.evidence["value"] for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+
+
+def test_fm26_an_amount_derived_within_one_source_a_told_figure_or_a_count_is_supported():
+    # 105 = fee + deposit (one result); 170 = fee x 2 patients; 130 = 170 told, less the
+    # voucher; working shown in the model's own message ("$85 + $40 = $125") derives its sum.
+    assert _clinic("The visit is $105 with the deposit.") == []
+    assert _clinic("For both of you the fees come to $170. With your voucher you pay $130.") == []
+    assert _clinic("Fee $85 + top-up $40 = $125.") == []
+
+
+def test_fm26_a_sum_across_two_unrelated_sources_supports_no_amount():
+    # 125 = fee 85 + voucher 40: two values of two different results, no figure the model
+    # told: nearly any amount is such a sum, so it supports nothing.
+    assert _clinic("You owe $125 today.") == ["$125"]
 
 
 def test_fm26_an_amount_from_the_user_or_the_instructions_is_supported():

@@ -5,7 +5,12 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-from tests.steps import FIX, GET_PODS, RunBuilder, rules
+import pytest
+
+from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.withholding import WithholdingConfig
+from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules
 
 
 def test_fm24_rereading_after_a_change_is_not_withholding():
@@ -20,3 +25,80 @@ def test_fm24_rereading_after_a_change_is_not_withholding():
     lazy.handoff("fixer", "please fix it")
     lazy.tool("kubectl", GET_PODS, "checkout 0/1", agent="fixer")
     assert rules(lazy.steps, mode="FM-2.4") == [("FM-2.4", "redone_after_handoff")]
+
+
+# --- a yes asked for a paid change without its price ----------------------------------------
+
+_PLAN = '{"account": "ACME-9", "plan": "starter", "lines": [{"item": "starter", "amount": 20}]}'
+_UPGRADED = (
+    '{"account": "ACME-9", "plan": "team", "lines": [{"item": "starter", "amount": 20}, '
+    '{"item": "team upgrade", "card": "card_77", "amount": 180}]}'
+)
+
+
+def _upgrade(consent: str, answer: str = "Yes, go ahead.", result: str = _UPGRADED) -> RunBuilder:
+    """A CRM billing agent: reads the account, asks for a yes, upgrades the plan on a card."""
+    run = RunBuilder(agent="billing")
+    run.llm(input_text="Move ACME-9 to the team plan.", calls=("get_account",))
+    run.tool("get_account", {"account_id": "ACME-9"}, _PLAN)
+    run.llm(input_text="Move ACME-9 to the team plan.", output=consent)
+    run.human(answer)
+    run.llm(input_text=answer, calls=("upgrade_subscription",))
+    run.tool(
+        "upgrade_subscription",
+        {"account_id": "ACME-9", "plan": "team", "payment_card": "card_77"},
+        result,
+    )
+    return run
+
+
+def test_fm24_a_yes_to_a_paid_change_without_its_price():
+    run = _upgrade("I will move ACME-9 to the team plan on card_77. Please confirm to proceed.")
+    findings = [f for f in analyse(run.steps)[0] if f.mode == "FM-2.4"]
+    assert [f.rule for f in findings] == ["unpriced_consent"]
+    assert "upgrade_subscription" in findings[0].message and "payment_card" in findings[0].message
+
+
+def test_fm24_a_priced_free_refunded_or_uncharged_change_is_silent():
+    told = _upgrade("The team plan costs $180 more on card_77. Please confirm to proceed.")
+    free = _upgrade("The move is at no additional cost. Would you like to proceed?")
+    answer = _upgrade("Please confirm the move.", answer="Yes, charge the $180 to card_77.")
+    refund = _upgrade("I will refund the difference to card_77. Please confirm.")
+    nothing = _upgrade("Please confirm the move to the team plan.", result=_PLAN)
+    bare = _upgrade("The team plan costs 180 more per year. Shall I go ahead?")
+    for run in (told, free, answer, refund, nothing, bare):
+        assert rules(run.steps, mode="FM-2.4") == []
+
+
+def test_fm24_a_change_without_payment_or_not_right_after_the_yes_is_silent():
+    clinic = RunBuilder(agent="clinic")
+    clinic.llm(output="Shall I move your appointment to Tuesday 10:00? Please confirm.")
+    clinic.human("Yes please.")
+    clinic.llm(input_text="Yes please.", calls=("reschedule",))
+    clinic.tool("reschedule", {"appointment": "A-17", "slot": "tue-10"}, '{"ok": true}')
+    assert rules(clinic.steps, mode="FM-2.4") == []
+    # A statement with no question, then the user speaks of something else, then a change.
+    later = _upgrade("ACME-9 is on the starter plan.")
+    assert rules(later.steps, mode="FM-2.4") == []
+
+
+def test_fm24_unpriced_consent_settings_are_checked():
+    with pytest.raises(ValueError, match=r"detectors\.withholding\.consent_pattern"):
+        WithholdingConfig(consent_pattern="(").validate()
+    with pytest.raises(ValueError, match=r"detectors\.withholding\.amount_pattern"):
+        WithholdingConfig(amount_pattern="").validate()
+    off = DetectorsConfig()
+    off.withholding.consent_pattern = ""
+    run = _upgrade("Please confirm to proceed.")
+    assert [f for f in analyse(run.steps, off)[0] if f.mode == "FM-2.4"] == []
+
+
+@needs_tau
+def test_fm24_real_run_asks_a_yes_to_an_upgrade_without_its_cost():
+    # Run 84: "The payment for the upgrade will be made using your credit card ending in
+    # 2135. Please confirm", and update_reservation_flights charges 288 to that card.
+    found = tau_findings(84, "FM-2.4")
+    assert [f.rule for f in found] == ["unpriced_consent"]
+    assert "update_reservation_flights" in found[0].message
+    # Run 126 told the $597 before the same kind of change: silent.
+    assert tau_findings(126, "FM-2.4") == []

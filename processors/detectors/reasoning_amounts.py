@@ -1,0 +1,219 @@
+"""FM-2.6 reasoning-action mismatch: amounts nothing gave the agent.
+
+- `unsupported_value`: the model tells an amount (`value_pattern`, such as "$1,234.50") that
+  appears in no tool result, no user message and not in the run's instructions, and is not
+  derived from them by simple arithmetic: the sum or difference of two values of one source
+  (one tool result, one user message, one model message showing its work: "$123 + $167 =
+  $290"), the sum or difference of an amount the model told before and a value seen (the
+  total it told, less a gift card's balance), the total of a field over a list of a JSON
+  result, or a value seen times a count the run states (the length of a list of records in
+  a result: two passengers, three flights). Numbers are compared as numbers: 1,234.50 is
+  1234.5. A sum of two values from different sources is no support by itself: with
+  hundreds of values seen, nearly any amount is one;
+- `unsupported_operand`: the agent computes with a number nothing gave it: a call's argument
+  is an arithmetic expression (`expression_pattern`, "(122 + 127) * 2 * 1.5") with an operand
+  no tool result, user message or instruction holds (small whole numbers, counts, excepted).
+
+Amounts are decided at the run's close: the instructions may arrive last."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mast_otel.processors import conventions
+from mast_otel.processors.detectors.reasoning_common import (
+    Emit,
+    around,
+    list_counts,
+    list_totals,
+    numbers,
+)
+from mast_otel.processors.model import Finding, Step, StepRef
+from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+
+
+@dataclass(slots=True)
+class Told:
+    """An amount the model told, decided at close (the instructions may arrive last)."""
+
+    step: StepRef
+    text: str  # as written ("$1,234.50")
+    value: float
+    said: str
+    # For an operand of a calculation: the call's tool name (else "").
+    tool: str = ""
+
+
+class AmountRules:
+    """The two rules' patterns, compiled once per detector."""
+
+    def __init__(self, config: ReasoningActionConfig) -> None:
+        self.config = config
+        self.value = (
+            re.compile(config.value_pattern, re.IGNORECASE) if config.value_pattern else None
+        )
+        self.expression = (
+            re.compile(config.expression_pattern) if config.expression_pattern else None
+        )
+
+
+class Amounts:
+    """One run's values seen and amounts told."""
+
+    __slots__ = ("config", "counts", "derived", "rules", "seen", "stated", "told", "user_text")
+
+    def __init__(self, rules: AmountRules) -> None:
+        self.rules = rules
+        self.config = rules.config
+        # Values seen in tool results and user messages (None once past the bound), the
+        # amounts told that none supported yet, and the last user message read.
+        self.seen: set[float] | None = set()
+        self.told: list[Told] = []
+        self.user_text = ""
+        # Sums and differences of two values of one source, and the counts the run states.
+        self.derived: set[float] = set()
+        self.counts: set[int] = set()
+        # Amounts the model told (its running figures: a total, a balance).
+        self.stated: set[float] = set()
+
+    def user(self, text: str) -> None:
+        """A user message (or a model call's input): its numbers are given."""
+        if text and text != self.user_text:
+            self.user_text = text
+            self.learn(text)
+
+    def tool(self, step: Step, run: Run) -> None:
+        """A tool call: its operands are checked, its result's numbers and totals are given."""
+        self._operands(step, run)
+        self.learn(step.tool_result or step.error)
+        if self.seen is not None and self.rules.value is not None:
+            self.seen |= list_totals(step.tool_result)
+            self.counts |= list_counts(step.tool_result, self.config.max_count)
+
+    def learn(self, text: str) -> None:
+        if self.seen is None or not text or self.rules.value is None:
+            return
+        found = numbers(text)
+        self.seen |= found
+        self._derive(found)
+        if len(self.seen) + len(self.derived) > self.config.max_values_per_run:
+            self.seen = None  # past the bound: the rule stops for this run
+            self.told.clear()
+
+    def _derive(self, found: set[float]) -> None:
+        """The sums and differences of two values of one source (past
+        `max_source_values` values a source gives none: its pairs would support anything)."""
+        if len(found) > self.config.max_source_values:
+            return
+        values = sorted(found)
+        for i, a in enumerate(values):
+            for b in values[i + 1 :]:
+                self.derived.add(round(a + b, 2))
+                self.derived.add(round(b - a, 2))
+
+    def supported(self, value: float, seen: set[float]) -> bool:
+        if value in seen or value in self.derived:
+            return True
+        if any(round(value / count, 2) in seen for count in self.counts):
+            return True
+        return any(
+            round(value - a, 2) in seen or round(a - value, 2) in seen
+            for a in self.stated
+            if a != value
+        )
+
+    def model(self, step: Step, run: Run) -> None:
+        """Amounts in a model output that nothing seen so far supports: held for close."""
+        pattern = self.rules.value
+        if pattern is None or self.seen is None or not step.output_text:
+            return
+        # The model's own working ("$123 + $167 = $290") derives its result.
+        self._derive(numbers(step.output_text))
+        for match in pattern.finditer(step.output_text):
+            values = numbers(match.group())
+            if len(values) != 1:
+                continue
+            value = next(iter(values))
+            if self.supported(value, self.seen):
+                if len(self.stated) < self.config.max_source_values:
+                    self.stated.add(value)  # a figure the model may compute on
+                continue
+            if any(t.value == value and not t.tool for t in self.told):
+                continue
+            if len(self.told) < self.config.max_findings_per_run:
+                said = around(step.output_text, match.start(), match.end())
+                self.told.append(Told(run.ref(step), match.group().strip(), value, said))
+
+    def _operands(self, step: Step, run: Run) -> None:
+        """Operands of a calculation in a call's arguments that nothing seen so far holds."""
+        expression = self.rules.expression
+        if expression is None or self.seen is None or not step.tool_arguments:
+            return
+        try:
+            arguments = json.loads(step.tool_arguments)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(arguments, dict):
+            return
+        for value in arguments.values():
+            if not isinstance(value, str) or not expression.match(value.strip()):
+                continue
+            for operand in sorted(numbers(value)):
+                small = operand.is_integer() and operand <= self.config.small_integer_max
+                # An operand is copied from somewhere, not computed: it must be there as is.
+                if small or operand in self.seen:
+                    continue
+                if len(self.told) < self.config.max_findings_per_run:
+                    text = f"{operand:g}"
+                    self.told.append(
+                        Told(run.ref(step), text, operand, value.strip()[:120], step.tool_name)
+                    )
+                return
+
+    def close(self, run: Run, emit: Emit) -> list[Finding]:
+        findings: list[Finding] = []
+        if not self.told or self.seen is None:
+            return findings
+        instructions = numbers(str(run.attributes.get(conventions.TASK_DESCRIPTION) or ""))
+        self._derive(instructions)
+        seen = self.seen | instructions
+        for told in self.told:
+            if told.tool:
+                if told.value in seen:
+                    continue
+                findings.extend(
+                    emit(
+                        told.step,
+                        "unsupported_operand",
+                        0.65,
+                        f"{told.tool} computed {told.said!r} with {told.text}, a number no "
+                        "tool result, user message or instruction holds",
+                        [told.step],
+                        {"operand": told.text, "expression": told.said},
+                        run,
+                    )
+                )
+                continue
+            if self.supported(told.value, seen):
+                continue
+            findings.extend(
+                emit(
+                    told.step,
+                    "unsupported_value",
+                    0.65,
+                    f"the model told {told.text} ({told.said!r}), a value no tool result, "
+                    "user message or instruction holds, nor one derived from them (a sum or "
+                    "difference within one source or with a figure it told, a total, a value "
+                    "times a count)",
+                    [told.step],
+                    {"value": told.text, "said": told.said},
+                    run,
+                )
+            )
+        return findings

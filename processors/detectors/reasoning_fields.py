@@ -1,0 +1,170 @@
+"""FM-2.6 reasoning-action mismatch: a report of a change that its result belies, field by field.
+
+- `report_contradicts_change`: a successful change sets a field (a string argument whose name
+  the change's result, a JSON object, holds too), and the model's first words after it tell
+  the user a value of that field the result does not show:
+  - the call asked `cabin: economy`, the result shows `cabin: basic_economy`, and the model
+    names the field and tells "economy", never "basic economy": it reports what it asked
+    for, not what happened;
+  - or the model says the field was "upgraded to" / "set to" (`changed_to_pattern`) a value
+    the run knows for that field (a value the field held in some call or result, or a key
+    beside such a value in a result's object: {"economy": 120, "business": 300}) that is not
+    the one the result shows.
+
+Sentences about what would or will happen are no report (`_NOT_DONE`)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, json_doc
+from mast_otel.processors.model import Finding, Step, StepRef
+from mast_otel.processors.run import Run
+
+_WORD = re.compile(r"[a-z]{3,}")
+# A sentence about what is still to happen or might ("May 19" is a date, not a maybe).
+_NOT_DONE = re.compile(
+    r"\b(will|would|can|could|once|if|when|should|might|unless)\b|\bmay\b(?!\s+\d)", re.IGNORECASE
+)
+_MAX_NODES = 2000
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+
+
+def norm(value: str) -> str:
+    """A field's value as a sentence writes it: "basic_economy" is "basic economy"."""
+    return " ".join(re.split(r"[\s_\-]+", value.strip().lower()))
+
+
+class FieldRules:
+    """The rule's pattern, compiled once per detector."""
+
+    def __init__(self, config: ReasoningActionConfig) -> None:
+        self.config = config
+        self.changed_to = (
+            re.compile(config.changed_to_pattern, re.IGNORECASE)
+            if config.changed_to_pattern
+            else None
+        )
+
+
+class Fields:
+    """One run's known values per field name, the key groups of results' objects, and the
+    fields the last successful change set: (change, call, [(field, asked, shown)])."""
+
+    __slots__ = ("groups", "pending", "rules", "size", "values")
+
+    def __init__(self, rules: FieldRules) -> None:
+        self.rules = rules
+        self.values: dict[str, set[str]] = {}
+        self.groups: set[frozenset[str]] = set()
+        self.size = 0
+        self.pending: tuple[StepRef, str, list[tuple[str, str, str]]] | None = None
+
+    def tool(self, step: Step, change: bool, run: Run) -> None:
+        """Learn the fields' values of a call and its result; after a change, what it set."""
+        arguments = json_doc(step.tool_arguments)
+        result = None if step.failed else json_doc(step.tool_result)
+        self._learn(arguments)
+        self._learn(result)
+        if not change or not isinstance(arguments, dict) or not isinstance(result, dict):
+            return
+        limit = self.rules.config.max_field_value_length
+        fields = []
+        for key, asked in arguments.items():
+            shown = result.get(key)
+            if not (isinstance(asked, str) and isinstance(shown, str)):
+                continue
+            if not (0 < len(asked) <= limit and 0 < len(shown) <= limit):
+                continue
+            if not re.search(r"[a-zA-Z]", asked):
+                continue
+            fields.append((str(key), norm(asked), norm(shown)))
+        if fields:
+            call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+            self.pending = (run.ref(step), call, fields)
+
+    def _learn(self, doc: Any) -> None:
+        if doc is None or self.size >= self.rules.config.max_field_values:
+            return
+        limit = self.rules.config.max_field_value_length
+        todo, seen = [doc], 0
+        while todo and seen < _MAX_NODES:
+            node = todo.pop()
+            seen += 1
+            if isinstance(node, list):
+                todo.extend(node[:256])
+            elif isinstance(node, dict):
+                if 2 <= len(node) <= 16:
+                    self.groups.add(frozenset(norm(str(k)) for k in node))
+                for key, value in node.items():
+                    if isinstance(value, str) and 0 < len(value) <= limit:
+                        known = self.values.setdefault(str(key), set())
+                        if norm(value) not in known:
+                            known.add(norm(value))
+                            self.size += 1
+                    elif isinstance(value, dict | list):
+                        todo.append(value)
+
+    def domain(self, field: str) -> set[str]:
+        """The values the run knows for `field`: its values, and the keys beside them."""
+        known = set(self.values.get(field, ()))
+        return known.union(*(g for g in self.groups if g & known)) if known else known
+
+    def model(self, step: Step, run: Run, emit: Emit) -> list[Finding]:
+        """The model's first words after a change that set fields."""
+        pending = self.pending
+        if pending is None or not step.output_text:
+            return []
+        self.pending = None
+        change, call, fields = pending
+        for sentence in SENTENCE.split(step.output_text[:8000]):
+            if _NOT_DONE.search(sentence):
+                continue
+            lowered = norm(sentence)
+            for field, asked, shown in fields:
+                told = self._told(lowered, field, asked, shown)
+                if told:
+                    return emit(
+                        step,
+                        "report_contradicts_change",
+                        0.75,
+                        f"the model told {field} {told!r} ({short(sentence.strip(), 140)!r}) "
+                        f"after {call}, whose result shows {field} {shown!r}",
+                        [change, step],
+                        {
+                            "said": short(sentence.strip()),
+                            "field": field,
+                            "told": told,
+                            "shown": shown,
+                            "call": call,
+                        },
+                        run,
+                    )
+        return []
+
+    def _told(self, sentence: str, field: str, asked: str, shown: str) -> str:
+        """The value of `field` the sentence tells that the result does not show, or ""."""
+        if has(sentence, shown):
+            return ""
+        names = {w for w in _WORD.findall(field.lower()) if w not in ("ids", "the")}
+        if asked != shown and names & set(_WORD.findall(sentence)) and has(sentence, asked):
+            return asked
+        pattern = self.rules.changed_to
+        if pattern is None:
+            return ""
+        domain = sorted(self.domain(field) - {shown}, key=len, reverse=True)
+        for match in pattern.finditer(sentence):
+            rest = sentence[match.end() :]
+            for value in domain:
+                if value and re.match(rf"{re.escape(value)}\b", rest):
+                    return value
+        return ""
+
+
+def has(sentence: str, value: str) -> bool:
+    """`value` (normalised) is in `sentence` as words of its own."""
+    return bool(value) and re.search(rf"\b{re.escape(value)}\b", sentence) is not None

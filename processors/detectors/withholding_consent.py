@@ -1,0 +1,189 @@
+"""FM-2.4 information withholding: a yes asked for a paid change without its price.
+
+- `unpriced_consent`: the model asks the user for a yes (`consent_pattern`: "please confirm",
+  "would you like to proceed"), the user answers, and the agent's very next action is a
+  change whose arguments name a means of payment (an argument whose name matches
+  `payment_argument_pattern`: `payment_id`, `card`, `billing_account`), while no model message
+  since the previous successful change, nor the user's answer, told an amount (`amount_pattern`) or
+  that the change is free (`free_pattern`): the user said yes to a charge whose size the
+  agent kept to itself. Money going back (`credit_pattern`: a refund) is not a charge the
+  user decides on, nor is a change whose result shows no charge: when the change's result is
+  a record the run read before, and the items it added to the record's lists that name the
+  call's means of payment (its payment lines) hold no positive number (none added, or only
+  money going back), the rule stays silent. A change
+  that does not follow the user's answer directly is a different failure (acting without a
+  yes), not this one."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_report import list_items
+from mast_otel.processors.detectors.records import record_asked_for
+from mast_otel.processors.model import Step, StepKind, StepRef
+from mast_otel.processors.run import Run
+
+_MUTATING = ActionKind.MUTATING
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
+# Model messages remembered between two changes (a bound on memory; past it the oldest go),
+# and records remembered by id.
+_MAX_TEXTS = 64
+_MAX_RECORDS = 256
+
+
+@dataclass(slots=True)
+class Unpriced:
+    """A change consented to without a price: what a finding needs."""
+
+    consent: StepRef
+    answer: StepRef
+    call: Step
+    argument: str
+    asked: str
+
+
+class ConsentRules:
+    """The rule's patterns, compiled once per detector."""
+
+    def __init__(
+        self,
+        classifier: ActionClassifier,
+        consent: str,
+        payment_argument: str,
+        amount: str,
+        free: str,
+        credit: str,
+    ) -> None:
+        self.classifier = classifier
+        self.consent = re.compile(consent, re.IGNORECASE) if consent else None
+        self.payment_argument = re.compile(payment_argument, re.IGNORECASE)
+        self.amount = re.compile(amount, re.IGNORECASE)
+        self.free = re.compile(free, re.IGNORECASE)
+        self.credit = re.compile(credit, re.IGNORECASE)
+
+
+class Consents:
+    """One run's model messages since the last change and the user's last answer."""
+
+    __slots__ = ("answer", "consent", "direct", "records", "reported", "rules", "texts")
+
+    def __init__(self, rules: ConsentRules) -> None:
+        self.rules = rules
+        # The model's messages since the last change, the last one before the user's answer,
+        # the answer, and whether nothing but the model's call requests followed it yet.
+        self.texts: list[str] = []
+        self.consent: tuple[StepRef, str] | None = None
+        self.answer: tuple[StepRef, str] | None = None
+        self.direct = False
+        # The list items of each record read, by id.
+        self.records: dict[str, frozenset[str]] = {}
+        # One finding per run: the same deal retried is the same withholding.
+        self.reported = False
+
+    def step(self, step: Step, run: Run) -> Unpriced | None:
+        if step.kind is _LLM:
+            if step.output_text.strip():
+                self._said(step, run)
+            return None
+        if step.kind is _HUMAN:
+            text = step.input_text or step.output_text
+            self.answer = (run.ref(step), text)
+            self.direct = self.consent is not None
+            return None
+        if step.kind is _TOOL and step.tool_name:
+            return self._acted(step)
+        return None
+
+    def _said(self, step: Step, run: Run) -> None:
+        self.texts.append(step.output_text)
+        del self.texts[:-_MAX_TEXTS]
+        if not step.tool_calls:  # words with a call are no question put to the user
+            self.consent = (run.ref(step), step.output_text)
+            self.direct = False
+
+    def _acted(self, step: Step) -> Unpriced | None:
+        direct, self.direct = self.direct, False
+        action = self.rules.classifier.classify(step.tool_name, step.tool_arguments)
+        change = action.kind is _MUTATING
+        argument, means = self._payment_argument(step.tool_arguments) if change else ("", [])
+        charged = self._charged(step, means)
+        if not change:
+            return None
+        # A failed change leaves the price told before it told: the retry is the same deal.
+        texts = self.texts
+        if not step.failed:
+            self.texts = []
+        if (
+            self.reported
+            or not direct
+            or self.consent is None
+            or self.answer is None
+            or self.rules.consent is None
+        ):
+            return None
+        (consent, asked), (answer, said) = self.consent, self.answer
+        if not argument or not charged or not self.rules.consent.search(asked):
+            return None
+        rules = self.rules
+        if rules.credit.search(asked) or rules.credit.search(said):
+            return None
+        if any(rules.amount.search(t) or rules.free.search(t) for t in (*texts, said)):
+            return None
+        self.reported = True
+        return Unpriced(consent, answer, step, argument, asked)
+
+    def _charged(self, step: Step, means: list[str]) -> bool:
+        """Remember a record read; for a change (`means`: the values of its payment
+        arguments), False when its result shows nothing charged: the record read before
+        gained no item naming one of `means` with a positive number."""
+        asked = None if step.failed else record_asked_for(self.rules.classifier, step)
+        if asked is None:
+            return True
+        record, ids = asked
+        items = list_items(record)
+        charged = True
+        for one in sorted(ids):
+            before = self.records.get(one)
+            if means and before is not None:
+                lines = [json.loads(i) for i in items - before if any(m in i for m in means)]
+                charged = any(
+                    isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+                    for line in lines
+                    for v in line.values()
+                )
+            if before is not None or len(self.records) < _MAX_RECORDS:
+                self.records[one] = items
+        return charged
+
+    def _payment_argument(self, arguments: str) -> tuple[str, list[str]]:
+        """`name=value` of the first argument naming a means of payment (else ""), and the
+        strings its value holds (the ids of the means, as a result's lines would name them)."""
+        try:
+            parsed = json.loads(arguments) if arguments else None
+        except (ValueError, RecursionError):
+            return "", []
+        if not isinstance(parsed, dict):
+            return "", []
+        for key, value in parsed.items():
+            if value not in (None, "", [], {}) and self.rules.payment_argument.search(str(key)):
+                shown = json.dumps(value)
+                means = [json.dumps(m) for m in _strings(value)][:16]
+                return f"{key}={short(shown, 80)}", means
+        return "", []
+
+
+def _strings(value: object) -> list[str]:
+    """The strings in a JSON value (a payment id, or the ids in a list of payment lines)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value[:16] for s in _strings(v)]
+    return []
