@@ -46,6 +46,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "collector.store",
         "collector.otlp",
         "collector.spool",
+        "collector.spool_format",
+        "collector.spool_replay",
         "collector.judge",
         "collector.security",
         "collector.sharding",
