@@ -15,7 +15,7 @@ from typing import Any
 from mast_otel.collector.pipeline_state import _Batch, _PipelineState
 from mast_otel.processors import conventions
 from mast_otel.processors.model import Step, StepKind, StepStatus
-from mast_otel.processors.normalize import genai, normalize_log, normalize_span
+from mast_otel.processors.normalize import genai_messages, normalize_log, normalize_span
 from mast_otel.processors.records import LogRecord, SpanRecord
 from mast_otel.processors.window import WindowOutput
 
@@ -159,7 +159,7 @@ class _Stages(_PipelineState):
                 self.limits.log(record)
                 self.redactor.log(record, scan)
                 redacted = _cpu()
-                message = genai.message_event(record)
+                message = genai_messages.message_event(record)
                 if message is not None:
                     # A message event of a chat span: joined to that span's step.
                     event, body = message
@@ -167,7 +167,10 @@ class _Stages(_PipelineState):
                         record.trace_id,
                         record.span_id,
                         partial(
-                            genai.apply_message_event, event=event, body=body, max_text=max_text
+                            genai_messages.apply_message_event,
+                            event=event,
+                            body=body,
+                            max_text=max_text,
                         ),
                     )
                     stages["redact"] += redacted - started
