@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mast_otel.collector.pipeline import bare_step
+from mast_otel.collector.pipeline_stages import bare_step
 from mast_otel.collector.store import Store, queries
 from mast_otel.collector.store.queries.common import checked_trace_id
 from mast_otel.collector.store.stored_spans import span_record
 from mast_otel.processors.model import Step
-from mast_otel.processors.normalize import genai, normalize_span
+from mast_otel.processors.normalize import genai_messages, normalize_span
 from mast_otel.processors.normalize.ancestry import Ancestry
 from mast_otel.processors.records import LogRecord
 
@@ -85,9 +85,9 @@ def run_steps(store: Store, trace_id: str) -> dict[str, Any] | None:
             steps[step.span_id] = step
             ancestry.add(step)
     for log in _stored_events(store, timeline["trace_id"]):
-        message = genai.message_event(log)
+        message = genai_messages.message_event(log)
         if message is not None and log.span_id in steps:
-            genai.apply_message_event(steps[log.span_id], message[0], message[1])
+            genai_messages.apply_message_event(steps[log.span_id], message[0], message[1])
     for step in steps.values():
         ancestry.fill(step)
     for span in timeline["spans"]:

@@ -12,10 +12,11 @@ from typing import Any
 
 from mast_otel.collector.config import Config, parse_endpoint
 from mast_otel.collector.metrics import MetricsServer, exposition, registry_for
-from mast_otel.collector.pipeline import Pipeline, StopReport
+from mast_otel.collector.pipeline import Pipeline
+from mast_otel.collector.pipeline_state import StopReport
 from mast_otel.collector.reanalysis.split_runs import SplitRunMerger
-from mast_otel.collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
-from mast_otel.collector.receivers.http_receiver import HttpLimits, HttpReceiver
+from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
+from mast_otel.collector.receivers.http_receiver import HttpReceiver
 from mast_otel.collector.receivers.limits import MemoryBudget
 from mast_otel.collector.security import (
     grpc_server_credentials,
@@ -118,7 +119,6 @@ class Service:
         # One budget for both receivers: it bounds the memory requests hold in all.
         budget = MemoryBudget(receivers.memory_budget_bytes)
         if receivers.grpc.enabled:
-            grpc_config = receivers.grpc
             host, port = parse_endpoint(receivers.grpc.endpoint, "receivers.grpc.endpoint")
             self.grpc = GrpcReceiver(
                 consumer,
@@ -128,26 +128,13 @@ class Service:
                 max_value_depth=receivers.max_value_depth,
                 credentials=self.grpc_credentials,
                 auth_token=self.auth_token,
-                limits=GrpcLimits(
-                    max_concurrent_rpcs=grpc_config.max_concurrent_rpcs,
-                    max_concurrent_rpcs_per_peer=grpc_config.max_concurrent_rpcs_per_peer,
-                    max_concurrent_streams=grpc_config.max_concurrent_streams,
-                    max_connections=grpc_config.max_connections,
-                    receive_timeout_s=grpc_config.receive_timeout_s,
-                    max_metadata_bytes=grpc_config.max_metadata_bytes,
-                    keepalive_time_s=grpc_config.keepalive_time_s,
-                    keepalive_timeout_s=grpc_config.keepalive_timeout_s,
-                    max_connection_idle_s=grpc_config.max_connection_idle_s,
-                    max_connection_age_s=grpc_config.max_connection_age_s,
-                    max_connection_age_grace_s=grpc_config.max_connection_age_grace_s,
-                    max_request_objects=receivers.max_request_objects,
-                ),
+                limits=receivers.grpc,
+                max_request_objects=receivers.max_request_objects,
                 budget=budget,
             )
             self._warn_if_exposed("receivers.grpc.endpoint", host)
             self.grpc.start()
         if receivers.http.enabled:
-            http_config = receivers.http
             host, port = parse_endpoint(receivers.http.endpoint, "receivers.http.endpoint")
             self.http = HttpReceiver(
                 consumer,
@@ -160,17 +147,8 @@ class Service:
                 auth_token=self.auth_token,
                 health_open=self.config.security.auth.health_open,
                 metrics=lambda: exposition(self.metrics_registry),
-                limits=HttpLimits(
-                    max_connections=http_config.max_connections,
-                    max_connections_per_peer=http_config.max_connections_per_peer,
-                    header_timeout_s=http_config.header_timeout_s,
-                    body_timeout_s=http_config.body_timeout_s,
-                    max_header_bytes=http_config.max_header_bytes,
-                    max_concurrent_requests=http_config.max_concurrent_requests,
-                    max_workers=http_config.max_workers,
-                    max_gzip_members=http_config.max_gzip_members,
-                    max_request_objects=receivers.max_request_objects,
-                ),
+                limits=receivers.http,
+                max_request_objects=receivers.max_request_objects,
                 budget=budget,
             )
             self._warn_if_exposed("receivers.http.endpoint", host)

@@ -16,9 +16,8 @@ Beside each segment, a journal (`<segment>.done`) records, once durable in the s
 its requests are stored (`S <seq>`) and which runs it held are closed (`C <trace id>`), so a
 replay skips rows already stored and does not reopen runs already closed.
 
-Record layout (little-endian): magic u16, kind u8, reserved u8, payload length u32, sequence
-u64, CRC-32 of kind + sequence + payload u32, then the payload. A torn record (a write the
-process did not finish) ends its segment; every record before it is intact.
+The record layout and the journals' format are in `spool_format`; reading back what is on disk
+(at start, and while appending) in `spool_replay`.
 """
 
 from __future__ import annotations
@@ -26,82 +25,36 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
-import struct
 import threading
 import time
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from enum import IntEnum
 from pathlib import Path
 
+from mast_otel.collector.spool_format import (
+    _HEADER,
+    _JOURNAL,
+    _MAGIC,
+    _SUFFIX,
+    RecordKind,
+    Recovered,
+    SpoolEntry,
+    SpoolStats,
+    _checksum,
+    _fsync_directory,
+    _Segment,
+)
+from mast_otel.collector.spool_replay import _SpoolReading
+
+# The spool and what it hands out (the types live in `spool_format`).
+__all__ = ["RecordKind", "Recovered", "Spool", "SpoolEntry", "SpoolFull", "SpoolStats"]
+
 log = logging.getLogger(__name__)
-
-_HEADER = struct.Struct("<HBBIQI")
-_MAGIC = 0x5A17
-_SUFFIX = ".wal"
-_JOURNAL = ".done"
-# A record claiming more than this is corrupt, not a request (receivers cap requests lower).
-_MAX_RECORD_BYTES = 1 << 30
-_TRACE_ID = re.compile(r"[0-9a-f]{32}")
-
-
-class RecordKind(IntEnum):
-    TRACES_PROTOBUF = 1
-    LOGS_PROTOBUF = 2
-    TRACES_JSON = 3
-    LOGS_JSON = 4
 
 
 class SpoolFull(Exception):
     """The spool is at `max_bytes` (or the disk refused the write); the sender should retry."""
 
 
-@dataclass(frozen=True, slots=True)
-class SpoolEntry:
-    seq: int
-    # The id of the segment holding the record (the sequence number of its first record).
-    segment: int
-
-
-@dataclass(slots=True)
-class _Segment:
-    id: int
-    path: Path
-    size: int = 0
-    refs: int = 0
-    sealed: bool = False
-    records: int = 0
-    # When the file was last written (left by a previous process): no record in it arrived
-    # later.
-    mtime: float = 0.0
-
-
-@dataclass
-class SpoolStats:
-    appends: int = 0
-    append_bytes: int = 0
-    fsyncs: int = 0
-    fsync_seconds: float = 0.0
-    refused_full: int = 0
-    write_errors: int = 0
-    segments_deleted: int = 0
-    replayed_records: int = 0
-    torn_records: int = 0
-
-
-@dataclass
-class Recovered:
-    """What a previous process left: the journals' verdicts, read before the replay."""
-
-    stored: set[int] = field(default_factory=set)
-    closed: set[str] = field(default_factory=set)
-    segments: int = 0
-    bytes: int = 0
-
-
-class Spool:
+class Spool(_SpoolReading):
     """Segments under `directory`. Thread-safe: receivers append, the pipeline releases."""
 
     def __init__(
@@ -132,80 +85,6 @@ class Spool:
         self._sync_error: OSError | None = None
         self._replay: list[_Segment] = []
         self._syncer: threading.Thread | None = None
-
-    # -- opening and replay -------------------------------------------------------------------
-
-    def open(self) -> Recovered:
-        """Take over what a previous process left; returns its journals' verdicts. Call
-        `replay` next to read the records, then append new ones."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        recovered = Recovered()
-        wal = {int(p.stem): p for p in self.directory.glob(f"*{_SUFFIX}") if p.stem.isdigit()}
-        for journal in self.directory.glob(f"*{_JOURNAL}"):
-            if not journal.stem.isdigit() or int(journal.stem) not in wal:
-                journal.unlink(missing_ok=True)
-                continue
-            _read_journal(journal, recovered)
-        for segment_id in sorted(wal):
-            path = wal[segment_id]
-            size = path.stat().st_size
-            if size == 0:
-                path.unlink(missing_ok=True)
-                path.with_suffix(_JOURNAL).unlink(missing_ok=True)
-                continue
-            segment = _Segment(segment_id, path, size=size, sealed=True, mtime=path.stat().st_mtime)
-            # Held until replay has read it all.
-            segment.refs = 1
-            self._segments[segment_id] = segment
-            self._replay.append(segment)
-            self._bytes += size
-            self._next_seq = max(self._next_seq, segment_id + 1)
-        if self._replay:
-            # Records are numbered in order across segments, so the newest segment holds the
-            # highest number; new records must continue after it (journals name records by
-            # number, and a reused number would mark an old record as stored).
-            newest = self._replay[-1]
-            for seq, _, _ in _read_records(newest.path, SpoolStats()):
-                self._next_seq = max(self._next_seq, seq + 1)
-        recovered.segments = len(self._replay)
-        recovered.bytes = self._bytes
-        if self.fsync:
-            self._syncer = threading.Thread(target=self._sync_loop, name="mast-spool", daemon=True)
-            self._syncer.start()
-        return recovered
-
-    def replay(self) -> Iterator[tuple[SpoolEntry, RecordKind, bytes]]:
-        """Every intact record left by the previous process, oldest first. Each one holds its
-        segment until `release`d, like a newly appended record."""
-        while self._replay:
-            segment = self._replay.pop(0)
-            last_seq = segment.id - 1
-            for seq, kind, payload in _read_records(segment.path, self.stats):
-                with self._lock:
-                    segment.refs += 1
-                    segment.records += 1
-                    self.stats.replayed_records += 1
-                last_seq = seq
-                yield SpoolEntry(seq, segment.id), kind, payload
-            with self._lock:
-                self._next_seq = max(self._next_seq, last_seq + 1)
-            self.release(segment.id)
-
-    @property
-    def replaying(self) -> bool:
-        return bool(self._replay)
-
-    def written_at(self, segment_id: int) -> float | None:
-        """When a segment left by the previous process was last written (wall clock seconds),
-        if it is one."""
-        with self._lock:
-            segment = self._segments.get(segment_id)
-            return segment.mtime if segment is not None and segment.mtime else None
-
-    @property
-    def replay_segments_left(self) -> int:
-        """Segments left by the previous process not yet read by `replay`."""
-        return len(self._replay)
 
     # -- appending ----------------------------------------------------------------------------
 
@@ -415,41 +294,6 @@ class Spool:
         with contextlib.suppress(OSError):
             segment.path.with_suffix(_JOURNAL).unlink()
 
-    # -- reading what is on disk while appending (a sharded collector's worker restart) ---------
-
-    def read_live(self) -> Iterator[tuple[SpoolEntry, RecordKind, bytes]]:
-        """Every intact record of every segment now on disk, oldest first, each segment held
-        while it is read. The active segment is read up to its last complete record."""
-        with self._lock:
-            segments = sorted(self._segments.values(), key=lambda s: s.id)
-            for segment in segments:
-                segment.refs += 1
-        try:
-            for segment in segments:
-                try:
-                    for seq, kind, payload in _read_records(segment.path, SpoolStats()):
-                        yield SpoolEntry(seq, segment.id), kind, payload
-                except OSError as exc:
-                    log.warning("cannot read spool segment %s: %s", segment.path, exc)
-        finally:
-            for segment in segments:
-                self.release(segment.id)
-
-    def oldest_segment(self) -> int | None:
-        """The id (first sequence number) of the oldest segment on disk, sealed or not."""
-        with self._lock:
-            return min(self._segments) if self._segments else None
-
-    def journaled(self) -> Recovered:
-        """The journals of the segments now on disk: records stored, runs closed."""
-        recovered = Recovered()
-        with self._lock:
-            paths = [s.path.with_suffix(_JOURNAL) for s in self._segments.values()]
-        for path in paths:
-            if path.exists():
-                _read_journal(path, recovered)
-        return recovered
-
     # -- state --------------------------------------------------------------------------------
 
     @property
@@ -487,81 +331,3 @@ class Spool:
             self._synced.notify_all()
         if self._syncer is not None:
             self._syncer.join(timeout=5.0)
-
-
-def _checksum(kind: int, seq: int, payload: bytes) -> int:
-    return zlib.crc32(payload, zlib.crc32(struct.pack("<BQ", kind, seq))) & 0xFFFFFFFF
-
-
-def _read_records(path: Path, stats: SpoolStats) -> Iterator[tuple[int, RecordKind, bytes]]:
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        log.error("cannot read spool segment %s: %s", path, exc)
-        return
-    with handle:
-        offset = 0
-        while True:
-            header = handle.read(_HEADER.size)
-            if not header:
-                return
-            problem = ""
-            if len(header) < _HEADER.size:
-                problem = "torn header"
-            else:
-                magic, kind, _, length, seq, crc = _HEADER.unpack(header)
-                if magic != _MAGIC or length > _MAX_RECORD_BYTES:
-                    problem = "bad header"
-                else:
-                    payload = handle.read(length)
-                    if len(payload) < length:
-                        problem = "torn payload"
-                    elif _checksum(kind, seq, payload) != crc:
-                        problem = "checksum mismatch"
-                    else:
-                        try:
-                            record_kind = RecordKind(kind)
-                        except ValueError:
-                            problem = f"unknown record kind {kind}"
-            if problem:
-                stats.torn_records += 1
-                log.warning(
-                    "spool segment %s ends in an incomplete record at byte %d (%s); the "
-                    "records before it are replayed (a request never acknowledged)",
-                    path.name,
-                    offset,
-                    problem,
-                )
-                return
-            offset += _HEADER.size + length
-            yield seq, record_kind, payload
-
-
-def _read_journal(path: Path, recovered: Recovered) -> None:
-    try:
-        text = path.read_text(encoding="ascii", errors="replace")
-    except OSError as exc:
-        log.warning("cannot read spool journal %s: %s", path, exc)
-        return
-    lines = text.split("\n")
-    # The last line is complete only if the text ends with a newline: a torn write is ignored
-    # (its verdict is simply not known, which costs a check, never data).
-    for line in lines[:-1]:
-        tag, _, value = line.partition(" ")
-        if tag == "S" and value.isdigit():
-            recovered.stored.add(int(value))
-        elif tag == "C" and _TRACE_ID.fullmatch(value):
-            recovered.closed.add(value)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -76,6 +76,27 @@ RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
 RUN_END = "mast.run.end"
 
+# Words that plainly say whether a run succeeded, as `mast.run.outcome` or as the label of a
+# GenAI evaluation (`gen_ai.evaluation.score.label`), compared lower-cased: one vocabulary for
+# every way an outcome arrives.
+RUN_SUCCESS_WORDS: frozenset[str] = frozenset(
+    {"success", "succeeded", "successful", "pass", "passed", "correct", "resolved", "ok", "true"}
+)
+RUN_FAILURE_WORDS: frozenset[str] = frozenset(
+    {"failure", "failed", "fail", "incorrect", "unresolved", "error", "false"}
+)
+
+
+def outcome_of(word: str) -> str:
+    """`success` or `failure` for a word of the outcome vocabulary, else "" (unknown)."""
+    word = word.strip().lower()
+    if word in RUN_SUCCESS_WORDS:
+        return "success"
+    if word in RUN_FAILURE_WORDS:
+        return "failure"
+    return ""
+
+
 # The value type of each run attribute. Stores keep attribute values as text (as the
 # OpenTelemetry Collector's ClickHouse exporter does); re-reading stored spans restores these.
 RUN_ATTRIBUTE_TYPES: dict[str, type] = {

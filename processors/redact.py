@@ -16,17 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from mast_otel.processors.limits import truncate_text
 from mast_otel.processors.model import Finding, RunSignature
 from mast_otel.processors.records import Attributes, AttrValue, LogRecord, SpanRecord
-from mast_otel.processors.redact_rules import (
-    DEFAULT_REDACTED_KEY_PATTERNS,
-    DEFAULT_REDACTED_VALUE_PATTERNS,
-    compile_rules,
-)
+from mast_otel.processors.redact_rules import RedactionConfig, compile_rules
 
 # A key's words are also read apart where its case changes ("dbPassword" as "db_Password",
 # "SecretAccessKey" as "Secret_Access_Key"), so camelCase keys meet the same rules.
@@ -51,30 +46,6 @@ _MIN_SCANNED = 6
 _KEY_CACHE_MAX = 10_000
 # The verdict of a key no rule names: (secret, truncate).
 _PLAIN = (False, False)
-
-
-@dataclass
-class RedactionConfig:
-    """Secrets out of attribute values before storage and detection; counted."""
-
-    # Apply the rules at all.
-    enabled: bool = True
-    # Attributes whose key matches (case-insensitive search) have their whole value replaced.
-    key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_KEY_PATTERNS))
-    # Matches in string values are replaced; a group named `secret` limits the replacement
-    # to that part, keeping the context ("Bearer [REDACTED]").
-    value_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_VALUE_PATTERNS))
-    # What a redacted value (or its secret part) becomes.
-    replacement: str = "[REDACTED]"
-    # Attributes whose key matches (case-insensitive search) are cut to `truncate_bytes`.
-    truncate_key_patterns: list[str] = field(default_factory=list)
-    # Length those attributes are cut to, marker included.
-    truncate_bytes: int = 4096
-
-    def validate(self) -> None:
-        if self.truncate_bytes < 64:
-            raise ValueError("redaction.truncate_bytes must be at least 64")
-        compile_rules(self)
 
 
 class Redactor:

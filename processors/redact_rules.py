@@ -1,5 +1,5 @@
-"""The redaction rules: the default key and value rules, the RE2 screen that runs them only
-where they can match, and their compiled form.
+"""The redaction rules: as configured (`RedactionConfig`), the default key and value rules,
+the RE2 screen that runs them only where they can match, and their compiled form.
 
 Nearly no record holds a secret, so the value rules run only where they can match: each
 default rule has a hint (what every match of it contains), and RE2 looks for all hints in one
@@ -11,8 +11,8 @@ every value.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 import re2
 
@@ -21,7 +21,7 @@ __all__ = [
     "DEFAULT_REDACTED_VALUE_PATTERNS",
     "JSON_KEY_HINT",
     "CompiledRules",
-    "RuleSource",
+    "RedactionConfig",
     "compile_rules",
 ]
 
@@ -239,15 +239,31 @@ def _compile(key: str, patterns: list[str], flags: int = 0) -> re.Pattern[str] |
     return re.compile("|".join(f"(?:{_scoped(p)})" for p in patterns), flags)
 
 
-class RuleSource(Protocol):
-    """The rules as configured (`RedactionConfig`)."""
+@dataclass
+class RedactionConfig:
+    """Secrets out of attribute values before storage and detection; counted."""
 
-    key_patterns: list[str]
-    value_patterns: list[str]
-    truncate_key_patterns: list[str]
+    # Apply the rules at all.
+    enabled: bool = True
+    # Attributes whose key matches (case-insensitive search) have their whole value replaced.
+    key_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_KEY_PATTERNS))
+    # Matches in string values are replaced; a group named `secret` limits the replacement
+    # to that part, keeping the context ("Bearer [REDACTED]").
+    value_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_REDACTED_VALUE_PATTERNS))
+    # What a redacted value (or its secret part) becomes.
+    replacement: str = "[REDACTED]"
+    # Attributes whose key matches (case-insensitive search) are cut to `truncate_bytes`.
+    truncate_key_patterns: list[str] = field(default_factory=list)
+    # Length those attributes are cut to, marker included.
+    truncate_bytes: int = 4096
+
+    def validate(self) -> None:
+        if self.truncate_bytes < 64:
+            raise ValueError("redaction.truncate_bytes must be at least 64")
+        compile_rules(self)
 
 
-def compile_rules(config: RuleSource) -> CompiledRules:
+def compile_rules(config: RedactionConfig) -> CompiledRules:
     """Check and compile the rules; raises ValueError naming the bad one."""
     keys = _compile("redaction.key_patterns", config.key_patterns, re.IGNORECASE)
     truncate = _compile(

@@ -194,19 +194,10 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
-_SUCCESS_WORDS = frozenset({"success", "succeeded", "pass", "passed", "resolved", "ok", "true"})
-_FAILURE_WORDS = frozenset({"failure", "failed", "fail", "unresolved", "error", "false"})
-
-
 def run_outcome(attributes: dict[str, Any]) -> tuple[str, float | None]:
     """(`success`, `failure` or "" for unknown; the score or None) from run attributes."""
     score = _as_float(attributes.get(conventions.RUN_SCORE))
     value = attributes.get(conventions.RUN_OUTCOME)
     if value is None:
         return "", score
-    word = str(value).strip().lower()
-    if word in _SUCCESS_WORDS:
-        return "success", score
-    if word in _FAILURE_WORDS:
-        return "failure", score
-    return "", score
+    return conventions.outcome_of(str(value)), score

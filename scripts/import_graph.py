@@ -46,12 +46,22 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "collector.store",
         "collector.otlp",
         "collector.spool",
+        "collector.spool_format",
+        "collector.spool_replay",
         "collector.judge",
         "collector.security",
         "collector.sharding",
     ),
     # the pipeline: admission, spool ledger, stages, windows, export
-    ("collector.pipeline",),
+    (
+        "collector.pipeline",
+        "collector.pipeline_admission",
+        "collector.pipeline_ledger",
+        "collector.pipeline_replay",
+        "collector.pipeline_stages",
+        "collector.pipeline_state",
+        "collector.pipeline_writes",
+    ),
     # what drives the pipeline from stored spans, the file readers, and the self-metrics
     ("collector.reanalysis", "collector.importers", "collector.run_steps", "collector.sharded"),
     # the network receivers, and the self-metrics that read their counters

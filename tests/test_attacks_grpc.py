@@ -26,7 +26,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mast_otel.collector.receivers.grpc_receiver import GrpcLimits, GrpcReceiver
+from mast_otel.collector.config.receivers import GrpcReceiverConfig
+from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
 from tests.test_receivers import RecordingConsumer
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -166,7 +167,7 @@ def steady_sender(port: int, headers: tuple[tuple[str, str], ...] = ()) -> Itera
 
 
 def receiver_with(consumer: RecordingConsumer, **kwargs: object) -> GrpcReceiver:
-    limits = GrpcLimits(receive_timeout_s=1.5)
+    limits = GrpcReceiverConfig(receive_timeout_s=1.5)
     receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=limits, **kwargs)  # type: ignore[arg-type]
     receiver.start()
     return receiver
@@ -237,7 +238,7 @@ def test_one_peer_holding_calls_open_cannot_take_every_slot() -> None:
 
 def test_rpcs_in_progress_are_capped_and_counted() -> None:
     consumer = RecordingConsumer()
-    limits = GrpcLimits(max_concurrent_rpcs=4, receive_timeout_s=5)
+    limits = GrpcReceiverConfig(max_concurrent_rpcs=4, receive_timeout_s=5)
     receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=limits)
     receiver.start()
     try:
@@ -288,8 +289,8 @@ def test_duplicated_authorization_metadata_is_refused() -> None:
 def test_idle_and_old_connections_are_closed() -> None:
     consumer = RecordingConsumer()
     for limits in (
-        GrpcLimits(max_connection_idle_s=1.0),
-        GrpcLimits(max_connection_age_s=1.0, max_connection_age_grace_s=0.5),
+        GrpcReceiverConfig(max_connection_idle_s=1.0),
+        GrpcReceiverConfig(max_connection_age_s=1.0, max_connection_age_grace_s=0.5),
     ):
         receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=limits)
         receiver.start()
@@ -308,7 +309,7 @@ def test_idle_and_old_connections_are_closed() -> None:
 
 def test_connections_are_capped() -> None:
     consumer = RecordingConsumer()
-    receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=GrpcLimits(max_connections=5))
+    receiver = GrpcReceiver(consumer, "127.0.0.1:0", limits=GrpcReceiverConfig(max_connections=5))
     receiver.start()
     socks: list[socket.socket] = []
     try:

@@ -24,7 +24,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mast_otel.collector.receivers.http_receiver import HttpLimits, HttpReceiver
+from mast_otel.collector.config.receivers import HttpReceiverConfig
+from mast_otel.collector.receivers.http_receiver import HttpReceiver
 from tests.load import CollectorProcess, free_port
 from tests.test_receivers import RecordingConsumer, pb_request, pb_span
 
@@ -133,7 +134,9 @@ class Slowloris:
 
 def test_slowloris_is_cut_at_the_header_deadline_and_capped_per_peer() -> None:
     consumer = RecordingConsumer()
-    limits = HttpLimits(max_connections=200, max_connections_per_peer=10, header_timeout_s=2)
+    limits = HttpReceiverConfig(
+        max_connections=200, max_connections_per_peer=10, header_timeout_s=2
+    )
     receiver = HttpReceiver(consumer, "127.0.0.1:0", limits=limits)
     receiver.start()
     try:
@@ -162,7 +165,7 @@ def test_slowloris_is_cut_at_the_header_deadline_and_capped_per_peer() -> None:
 
 def test_idle_connections_are_bounded_in_all_and_cut() -> None:
     consumer = RecordingConsumer()
-    limits = HttpLimits(max_connections=50, max_connections_per_peer=20, header_timeout_s=2)
+    limits = HttpReceiverConfig(max_connections=50, max_connections_per_peer=20, header_timeout_s=2)
     receiver = HttpReceiver(consumer, "127.0.0.1:0", limits=limits)
     receiver.start()
     socks: list[socket.socket] = []
@@ -249,7 +252,7 @@ def test_a_body_in_one_byte_pieces_is_read_into_one_buffer() -> None:
 
 def test_a_slow_body_is_cut_at_the_body_deadline() -> None:
     consumer = RecordingConsumer()
-    limits = HttpLimits(body_timeout_s=1.5)
+    limits = HttpReceiverConfig(body_timeout_s=1.5)
     receiver = HttpReceiver(consumer, "127.0.0.1:0", limits=limits)
     receiver.start()
     try:

@@ -9,7 +9,7 @@ import json
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind
 from mast_otel.processors.model import StepKind
-from mast_otel.processors.normalize import genai, normalize_span, payloads
+from mast_otel.processors.normalize import genai_messages, normalize_span, payloads
 from mast_otel.processors.records import LogRecord, SpanEvent, SpanRecord
 
 MANIFEST = """apiVersion: apps/v1
@@ -151,14 +151,17 @@ def test_message_events_sent_as_log_records_fill_their_chat_step():
         record = LogRecord(
             time_ns=1, trace_id="t" * 32, span_id="s" * 16, body=body, event_name=name
         )
-        event = genai.message_event(record)
+        event = genai_messages.message_event(record)
         assert event is not None
-        genai.apply_message_event(chat, *event)
+        genai_messages.apply_message_event(chat, *event)
     assert chat.input_messages == 2 and chat.input_text == "fix checkout"
     assert [c.name for c in chat.tool_calls] == ["get_pod_status"]
     assert chat.finish_reason == "tool_calls"
     # A log record without its span's ids is no message event of a span.
-    assert genai.message_event(LogRecord(time_ns=1, event_name="gen_ai.choice", body={})) is None
+    assert (
+        genai_messages.message_event(LogRecord(time_ns=1, event_name="gen_ai.choice", body={}))
+        is None
+    )
 
 
 def test_content_blocks_in_message_events_are_read():

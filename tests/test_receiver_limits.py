@@ -18,9 +18,10 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from mast_otel.collector.config import Config, ConfigError, apply_overrides
+from mast_otel.collector.config.receivers import HttpReceiverConfig
 from mast_otel.collector.otlp.decode import TRUNCATED_VALUE
 from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
-from mast_otel.collector.receivers.http_receiver import HttpLimits, HttpReceiver
+from mast_otel.collector.receivers.http_receiver import HttpReceiver
 from tests.test_backpressure import small_queue_pipeline
 from tests.test_receivers import RecordingConsumer, otlp_json, pb_request, pb_span
 
@@ -51,7 +52,7 @@ def consumer() -> RecordingConsumer:
 
 @pytest.fixture
 def receiver(consumer: RecordingConsumer) -> Any:
-    receiver = HttpReceiver(consumer, "127.0.0.1:0", limits=HttpLimits(max_gzip_members=16))
+    receiver = HttpReceiver(consumer, "127.0.0.1:0", limits=HttpReceiverConfig(max_gzip_members=16))
     receiver.start()
     yield receiver
     receiver.shutdown(0)

@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from mast_otel.collector.otlp.decode import decode_spans, parse_trace_request
-from mast_otel.processors.redact import RedactionConfig, Redactor
-from mast_otel.processors.redact_rules import DEFAULT_REDACTED_VALUE_PATTERNS, compile_rules
+from mast_otel.processors.redact import Redactor
+from mast_otel.processors.redact_rules import (
+    DEFAULT_REDACTED_VALUE_PATTERNS,
+    RedactionConfig,
+    compile_rules,
+)
 
 RULES = compile_rules(RedactionConfig())
 

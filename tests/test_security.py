@@ -27,7 +27,8 @@ from mast_otel.collector.service import Service
 from mast_otel.collector.store import ChdbStore
 from mast_otel.processors.limits import LimitsConfig, RecordLimits, truncate_text
 from mast_otel.processors.records import SpanEvent, SpanRecord
-from mast_otel.processors.redact import RedactionConfig, Redactor
+from mast_otel.processors.redact import Redactor
+from mast_otel.processors.redact_rules import RedactionConfig
 from tests.load import AckRecorder, sender_provider
 from tests.test_backpressure import request
 from tests.test_end_to_end import loopback_config

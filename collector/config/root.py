@@ -20,7 +20,7 @@ from mast_otel.processors.classify import ClassifierConfig
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.judge import JudgeConfig
 from mast_otel.processors.limits import LimitsConfig
-from mast_otel.processors.redact import RedactionConfig
+from mast_otel.processors.redact_rules import RedactionConfig
 from mast_otel.processors.scoring import ScoringConfig
 from mast_otel.processors.window import WindowConfig
 

@@ -24,7 +24,6 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from concurrent import futures
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -33,6 +32,7 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from mast_otel.collector.config.receivers import GrpcReceiverConfig, ReceiversConfig
 from mast_otel.collector.consumer import TelemetryConsumer
 from mast_otel.collector.otlp.decode import (
     DEFAULT_MAX_VALUE_DEPTH,
@@ -45,7 +45,7 @@ from mast_otel.collector.receivers.limits import MemoryBudget, RequestCost
 from mast_otel.collector.receivers.otlp_grpc import Abort, OtlpGrpcExport, retry_trailing_metadata
 from mast_otel.collector.security import BearerTokenInterceptor
 
-__all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcLimits", "GrpcReceiver"]
+__all__ = ["DEFAULT_GRPC_MAX_MESSAGE_BYTES", "GrpcReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -55,43 +55,28 @@ _TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].f
 _LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 
 
-@dataclass(frozen=True)
-class GrpcLimits:
-    """What one peer or many may make the gRPC receiver hold (see GrpcReceiverConfig)."""
+def _channel_options(limits: GrpcReceiverConfig, max_message_bytes: int) -> list[tuple[str, int]]:
+    """grpcio's server options for the limits of `receivers.grpc`."""
 
-    max_concurrent_rpcs: int = 64
-    max_concurrent_rpcs_per_peer: int = 16
-    max_concurrent_streams: int = 16
-    max_connections: int = 1024
-    receive_timeout_s: float = 10.0
-    max_metadata_bytes: int = 16 * 1024
-    keepalive_time_s: float = 60.0
-    keepalive_timeout_s: float = 20.0
-    max_connection_idle_s: float = 300.0
-    max_connection_age_s: float = 3600.0
-    max_connection_age_grace_s: float = 30.0
-    max_request_objects: int = 1_000_000
+    def ms(seconds: float) -> int:
+        return max(1, round(seconds * 1000))
 
-    def channel_options(self, max_message_bytes: int) -> list[tuple[str, int]]:
-        def ms(seconds: float) -> int:
-            return max(1, round(seconds * 1000))
-
-        return [
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_concurrent_streams", self.max_concurrent_streams),
-            ("grpc.max_allowed_incoming_connections", self.max_connections),
-            ("grpc.max_metadata_size", self.max_metadata_bytes),
-            ("grpc.keepalive_time_ms", ms(self.keepalive_time_s)),
-            ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout_s)),
-            ("grpc.max_connection_idle_ms", ms(self.max_connection_idle_s)),
-            ("grpc.max_connection_age_ms", ms(self.max_connection_age_s)),
-            ("grpc.max_connection_age_grace_ms", ms(self.max_connection_age_grace_s)),
-            # Senders may ping to keep a quiet connection open (no faster than every 10 s).
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-            # Without this grpcio lets a second process bind the same port silently.
-            ("grpc.so_reuseport", 0),
-        ]
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
+        ("grpc.max_allowed_incoming_connections", limits.max_connections),
+        ("grpc.max_metadata_size", limits.max_metadata_bytes),
+        ("grpc.keepalive_time_ms", ms(limits.keepalive_time_s)),
+        ("grpc.keepalive_timeout_ms", ms(limits.keepalive_timeout_s)),
+        ("grpc.max_connection_idle_ms", ms(limits.max_connection_idle_s)),
+        ("grpc.max_connection_age_ms", ms(limits.max_connection_age_s)),
+        ("grpc.max_connection_age_grace_ms", ms(limits.max_connection_age_grace_s)),
+        # Senders may ping to keep a quiet connection open (no faster than every 10 s).
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        # Without this grpcio lets a second process bind the same port silently.
+        ("grpc.so_reuseport", 0),
+    ]
 
 
 def _grpc_target(endpoint: str) -> str:
@@ -116,8 +101,10 @@ class GrpcReceiver:
 
     The consumer is called on the receiver's worker threads (`max_workers` of them), so it must
     be thread-safe. `max_message_bytes` bounds the (decompressed) request size; larger
-    requests get RESOURCE_EXHAUSTED from grpcio before any decoding happens. `budget` is the
-    memory budget shared with the HTTP receiver (one of its own when not given).
+    requests get RESOURCE_EXHAUSTED from grpcio before any decoding happens. `limits` is the
+    `receivers.grpc` section, read as it is (each limit declared once, there);
+    `max_request_objects` is `receivers.max_request_objects`. `budget` is the memory budget
+    shared with the HTTP receiver (one of its own when not given).
     """
 
     def __init__(
@@ -130,7 +117,8 @@ class GrpcReceiver:
         max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH,
         credentials: grpc.ServerCredentials | None = None,
         auth_token: str | None = None,
-        limits: GrpcLimits | None = None,
+        limits: GrpcReceiverConfig | None = None,
+        max_request_objects: int = ReceiversConfig.max_request_objects,
         budget: MemoryBudget | None = None,
     ) -> None:
         if max_message_bytes <= 0:
@@ -144,13 +132,14 @@ class GrpcReceiver:
         self._max_value_depth = max_value_depth
         self._credentials = credentials
         self._auth_token = auth_token
-        self._limits = limits or GrpcLimits()
+        self._limits = limits or GrpcReceiverConfig()
+        self._max_request_objects = max_request_objects
         self._budget = budget or MemoryBudget(1024 * 1024 * 1024)
         self._stats = ReceiverStats()
         self._otlp = OtlpGrpcExport(
             consumer,
             max_value_depth=max_value_depth,
-            max_request_objects=self._limits.max_request_objects,
+            max_request_objects=self._max_request_objects,
             budget=self._budget,
             stats=self._stats,
         )
@@ -230,7 +219,7 @@ class GrpcReceiver:
         limits = self._limits
         server = grpc.aio.server(
             interceptors=interceptors,
-            options=limits.channel_options(self._max_message_bytes),
+            options=_channel_options(limits, self._max_message_bytes),
             # A backstop behind the receiver's own, counted, limit (`_export`).
             maximum_concurrent_rpcs=2 * limits.max_concurrent_rpcs + 16,
         )
@@ -348,7 +337,7 @@ class GrpcReceiver:
                 # workers; one that must be counted first (large, or the budget is short)
                 # is handled by threads of its own, so large requests cannot hold up small
                 # ones.
-                cost = admit_by_size(len(data), limits.max_request_objects, self._budget)
+                cost = admit_by_size(len(data), self._max_request_objects, self._budget)
                 pool = self._executor if cost is not None else self._large_executor
                 return await loop.run_in_executor(pool, work, data, cost)
             except TimeoutError:

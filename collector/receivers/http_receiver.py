@@ -25,10 +25,10 @@ import logging
 import ssl
 import threading
 from concurrent import futures
-from dataclasses import dataclass
 
 from google.rpc import code_pb2
 
+from mast_otel.collector.config.receivers import HttpReceiverConfig, ReceiversConfig
 from mast_otel.collector.consumer import TelemetryConsumer
 from mast_otel.collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH
 from mast_otel.collector.receivers.delivery import ReceiverStats, admit_by_size
@@ -57,7 +57,7 @@ from mast_otel.collector.receivers.otlp_http import (
 )
 from mast_otel.collector.security import UNAUTHENTICATED_MESSAGE, bearer_matches
 
-__all__ = ["DEFAULT_HTTP_MAX_BODY_BYTES", "HttpLimits", "HttpReceiver"]
+__all__ = ["DEFAULT_HTTP_MAX_BODY_BYTES", "HttpReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -66,28 +66,15 @@ TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
 
 
-@dataclass(frozen=True)
-class HttpLimits:
-    """What one peer or many may make the HTTP receiver hold (see HttpReceiverConfig)."""
-
-    max_connections: int = 1024
-    max_connections_per_peer: int = 64
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    max_header_bytes: int = 64 * 1024
-    max_concurrent_requests: int = 256
-    max_workers: int = 4
-    max_gzip_members: int = 16
-    max_request_objects: int = 1_000_000
-
-
 class HttpReceiver:
     """An OTLP/HTTP server feeding a `TelemetryConsumer`.
 
     The consumer is called on the receiver's worker threads, so it must be thread-safe.
     `health_check` returns the (HTTP status, text) for GET /healthz. `socket_timeout_s` is how
-    long a kept-alive connection may wait idle for its next request. `budget` is the memory
-    budget shared with the gRPC receiver (one of its own when not given).
+    long a kept-alive connection may wait idle for its next request. `limits` is the
+    `receivers.http` section, read as it is (each limit declared once, there);
+    `max_request_objects` is `receivers.max_request_objects`. `budget` is the memory budget
+    shared with the gRPC receiver (one of its own when not given).
     """
 
     def __init__(
@@ -103,7 +90,8 @@ class HttpReceiver:
         ssl_context: ssl.SSLContext | None = None,
         auth_token: str | None = None,
         health_open: bool = False,
-        limits: HttpLimits | None = None,
+        limits: HttpReceiverConfig | None = None,
+        max_request_objects: int = ReceiversConfig.max_request_objects,
         budget: MemoryBudget | None = None,
     ) -> None:
         if max_body_bytes <= 0:
@@ -120,7 +108,8 @@ class HttpReceiver:
         self.ssl_context = ssl_context
         self.auth_token = auth_token
         self.health_open = health_open
-        self.limits = limits or HttpLimits()
+        self.limits = limits or HttpReceiverConfig()
+        self.max_request_objects = max_request_objects
         self.budget = budget or MemoryBudget(max(1024 * 1024 * 1024, 4 * max_body_bytes))
         self.stats_counter = ReceiverStats()
         self._otlp = OtlpHttpExport(
@@ -128,7 +117,7 @@ class HttpReceiver:
             max_body_bytes=max_body_bytes,
             max_value_depth=max_value_depth,
             max_gzip_members=self.limits.max_gzip_members,
-            max_request_objects=self.limits.max_request_objects,
+            max_request_objects=self.max_request_objects,
             budget=self.budget,
             stats=self.stats_counter,
         )
@@ -344,7 +333,7 @@ class HttpReceiver:
             loop = asyncio.get_running_loop()
             cost = None
             if encoding == "identity" and media_type == PROTOBUF:
-                cost = admit_by_size(len(body), limits.max_request_objects, self.budget)
+                cost = admit_by_size(len(body), self.max_request_objects, self.budget)
             data: bytes | bytearray = body
             if cost is None:
                 # Inflating, or counting the objects of a body too large to be bounded by its
