@@ -76,23 +76,29 @@ RUN_SCORE = "mast.run.score"
 # Any span carrying mast.run.end=true closes its run explicitly (no need to wait for the root).
 RUN_END = "mast.run.end"
 
-# Words that plainly say whether a run succeeded, as `mast.run.outcome` or as the label of a
-# GenAI evaluation (`gen_ai.evaluation.score.label`), compared lower-cased: one vocabulary for
-# every way an outcome arrives.
+# Words that plainly say whether a run succeeded, compared lower-cased: one vocabulary for every
+# way an outcome arrives (`mast.run.outcome`, an importer's outcome field, the label of a GenAI
+# evaluation, `gen_ai.evaluation.score.label`).
 RUN_SUCCESS_WORDS: frozenset[str] = frozenset(
-    {"success", "succeeded", "successful", "pass", "passed", "correct", "resolved", "ok", "true"}
+    {"success", "succeeded", "successful", "pass", "passed", "correct", "resolved"}
 )
 RUN_FAILURE_WORDS: frozenset[str] = frozenset(
-    {"failure", "failed", "fail", "incorrect", "unresolved", "error", "false"}
+    {"failure", "failed", "fail", "incorrect", "unresolved"}
 )
+# Yes/no words: an outcome only where the value is the run's outcome itself (`mast.run.outcome`,
+# an importer's outcome field). An evaluation's label answers that evaluation's own question
+# ("toxic: false", "hallucination: true"), so there they say nothing about the run.
+RUN_SUCCESS_BOOLEANS: frozenset[str] = frozenset({"ok", "true"})
+RUN_FAILURE_BOOLEANS: frozenset[str] = frozenset({"error", "false"})
 
 
-def outcome_of(word: str) -> str:
-    """`success` or `failure` for a word of the outcome vocabulary, else "" (unknown)."""
+def outcome_of(word: str, *, booleans: bool = True) -> str:
+    """`success` or `failure` for a word of the outcome vocabulary, else "" (unknown); yes/no
+    words count only with `booleans` (see RUN_SUCCESS_BOOLEANS)."""
     word = word.strip().lower()
-    if word in RUN_SUCCESS_WORDS:
+    if word in RUN_SUCCESS_WORDS or (booleans and word in RUN_SUCCESS_BOOLEANS):
         return "success"
-    if word in RUN_FAILURE_WORDS:
+    if word in RUN_FAILURE_WORDS or (booleans and word in RUN_FAILURE_BOOLEANS):
         return "failure"
     return ""
 

@@ -1,5 +1,6 @@
 """One outcome vocabulary: a run's outcome reads the same whether it arrives as the
-`mast.run.outcome` attribute or as the label of a GenAI evaluation event."""
+`mast.run.outcome` attribute or as the label of a GenAI evaluation event; yes/no words count
+only where the value is the run's outcome itself."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from mast_otel.processors.run import run_outcome
 
 WORDS = sorted(conventions.RUN_SUCCESS_WORDS | conventions.RUN_FAILURE_WORDS)
 # Labels that say nothing of success, and spellings of vocabulary words.
-OTHER = ["relevant", "partial", "maybe", "Passed", " FAILED ", "Ok"]
+OTHER = ["relevant", "partial", "maybe", "Passed", " FAILED "]
 
 
 def _evaluated(label: str) -> SpanRecord:
@@ -45,6 +46,18 @@ def test_an_evaluation_label_and_the_outcome_attribute_read_the_same(word: str) 
     assert from_evaluation == from_attribute
 
 
+@pytest.mark.parametrize(
+    "word", sorted(conventions.RUN_SUCCESS_BOOLEANS | conventions.RUN_FAILURE_BOOLEANS)
+)
+def test_a_yes_no_label_of_an_evaluation_is_not_the_runs_outcome(word: str) -> None:
+    """ "toxicity: false" is good news about one question, not a failed run."""
+    assert run_outcome({conventions.RUN_OUTCOME: word})[0] in ("success", "failure")
+    step = normalize_span(_evaluated(word))
+    assert step is not None
+    assert run_outcome(step.run_attributes)[0] == ""
+    assert step.run_attributes.get("gen_ai.evaluation.score.label") == word
+
+
 def test_the_vocabulary_says_success_or_failure_and_nothing_else_does() -> None:
     assert conventions.RUN_SUCCESS_WORDS.isdisjoint(conventions.RUN_FAILURE_WORDS)
     for word in conventions.RUN_SUCCESS_WORDS:
@@ -54,5 +67,6 @@ def test_the_vocabulary_says_success_or_failure_and_nothing_else_does() -> None:
     assert conventions.outcome_of("relevant") == ""
     # Words only one path knew before it had one vocabulary.
     assert run_outcome({conventions.RUN_OUTCOME: "correct"})[0] == "success"
-    step = normalize_span(_evaluated("ok"))
+    assert run_outcome({conventions.RUN_OUTCOME: "ok"})[0] == "success"
+    step = normalize_span(_evaluated("successful"))
     assert step is not None and run_outcome(step.run_attributes)[0] == "success"

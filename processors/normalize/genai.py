@@ -164,7 +164,7 @@ def _apply_evaluations(run: dict[str, Any], events: list[tuple[str, Any]]) -> No
         elif values.present(score_raw):
             run.setdefault(EVALUATION_SCORE_VALUE, score if score is not None else score_raw)
             unmapped = True
-        outcome = outcome_of(label)
+        outcome = outcome_of(label, booleans=False)
         if outcome:
             run.setdefault(RUN_OUTCOME, outcome)
         elif label:
