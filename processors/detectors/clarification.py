@@ -16,7 +16,6 @@ Rules:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +24,15 @@ from typing import Any
 from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.clarification_offers import (
+    DIGITS,
+    allowed_kinds,
+    keyed_side_by_side,
+    kind_words,
+    objects_holding,
+    string_arguments,
+    tokens,
+)
 from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind
 from mast_otel.processors.run import DetectorRun, Run
@@ -63,6 +71,10 @@ class ClarificationConfig:
     # payment methods: a card, a gift card, a voucher) are offers of one choice, whatever
     # their names: choosing one of them unasked is an unasked choice.
     siblings_are_offers: bool = True
+    # Offers of a kind the run's instructions do not allow for the argument ("if the flights
+    # are changed, the user needs to provide one gift card or credit card": no certificate)
+    # are no option: with one allowed offer left, the choice was forced, not made unasked.
+    instructions_restrict_offers: bool = True
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -96,6 +108,7 @@ class Clarification(Detector):
 class _ClarificationRun(DetectorRun):
     __slots__ = (
         "aliases",
+        "allowed",
         "beside",
         "config",
         "detector",
@@ -135,8 +148,11 @@ class _ClarificationRun(DetectorRun):
         # Identifiers a result listed side by side (the keys of one object): each with the
         # others of its object.
         self.siblings: dict[str, set[str]] = {}
-        # Tokens of the user's own turns: "the gift card" there names the only one.
+        # Words (plural endings dropped) of the user's turns and of the agent's answers to the
+        # user: "the gift card" there names the only one.
         self.user_said: set[str] = set()
+        # The kinds of offer the instructions allow, by (tool, argument).
+        self.allowed: dict[tuple[str, str, frozenset[str]], set[str]] = {}
 
     def _learn(self, text: str) -> None:
         if text == self.last_learnt:
@@ -156,8 +172,7 @@ class _ClarificationRun(DetectorRun):
             self.unclear = None
             self._learn(step.input_text)
             self._say(step.input_text or step.output_text)
-            if len(self.user_said) < _MAX_WORDS:
-                self.user_said |= _tokens(step.input_text or step.output_text)
+            self._name_kinds(step.input_text or step.output_text)
             self.told = self.told or bool(step.input_text)
             return ()
         if step.kind in (_LLM, _AGENT, _HANDOFF):
@@ -166,6 +181,8 @@ class _ClarificationRun(DetectorRun):
             if step.kind is _LLM:
                 self._say(step.input_text)
                 self._say(step.output_text)
+                if not step.tool_calls:
+                    self._name_kinds(step.output_text)
             self.told = self.told or bool(step.input_text)
             if (
                 step.kind is _LLM
@@ -182,7 +199,7 @@ class _ClarificationRun(DetectorRun):
             if self.unclear is not None:
                 findings.append(self._ambiguous(step, self.unclear, run))
                 self.unclear = None
-            elif choice := self._unasked(step):
+            elif choice := self._unasked(step, run):
                 findings.append(self._unasked_finding(step, choice, run))
             elif (
                 self.config.check_unnamed_targets
@@ -204,9 +221,13 @@ class _ClarificationRun(DetectorRun):
         self.reported += len(findings)
         return findings
 
+    def _name_kinds(self, text: str) -> None:
+        if text and len(self.user_said) < _MAX_WORDS:
+            self.user_said |= set(kind_words(text))
+
     def _say(self, text: str) -> None:
         if text and len(self.said) < _MAX_WORDS:
-            self.said |= _tokens(text)
+            self.said |= tokens(text)
 
     def _offer(self, result: str) -> None:
         choice = self.detector.choice
@@ -214,21 +235,22 @@ class _ClarificationRun(DetectorRun):
             return
         for match in choice.finditer(result[:100_000]):
             self.offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
-        for value, others in _objects_holding(result[:100_000], choice):
+        for value, others in objects_holding(result[:100_000], choice):
             self.aliases.setdefault(value, set()).update(others)
         if self.config.siblings_are_offers:
-            for group in _keyed_side_by_side(result[:100_000], choice):
+            for group in keyed_side_by_side(result[:100_000], choice):
                 for value in group:
                     if len(self.siblings) < _MAX_WORDS:
                         self.siblings.setdefault(value, set()).update(group - {value})
 
-    def _unasked(self, step: Step) -> tuple[str, str, list[str]] | None:
+    def _unasked(self, step: Step, run: Run) -> tuple[str, str, list[str]] | None:
         """The first (argument, value, the other offers of its kind) of a change that nobody
-        put to the user, where tool results offered several of its kind."""
+        put to the user, where tool results offered several of its kind. Offers of a kind the
+        instructions do not allow for this argument of this tool are no option."""
         choice = self.detector.choice
         if choice is None or not self.told:
             return None
-        arguments = _string_arguments(step.tool_arguments)
+        arguments = string_arguments(step.tool_arguments)
         for key, value in arguments:
             if self.detector.free_argument.search(key):
                 continue
@@ -238,9 +260,10 @@ class _ClarificationRun(DetectorRun):
             offers = self.offered.get(match.group("kind").lower(), set()) | self.siblings.get(
                 value.lower(), set()
             )
+            offers = self._allowed(step.tool_name, key, match.group("kind").lower(), offers, run)
             if len(offers | {value.lower()}) < 2 or value.lower() in self.said:
                 continue
-            digits = _DIGITS.findall(value)
+            digits = DIGITS.findall(value)
             if digits and any(d in self.said or d[-4:] in self.said for d in digits):
                 continue
             if self._named_by_alias(value.lower(), offers):
@@ -248,8 +271,8 @@ class _ClarificationRun(DetectorRun):
             kind = match.group("kind").lower()
             # The user's "the gift card" names the only offer of its kind.
             same = self.offered.get(kind, set()) | {value.lower()}
-            kind_words = [w for w in re.split(r"[_.\-\s]+", kind) if w]
-            if len(same) == 1 and kind_words and all(w in self.user_said for w in kind_words):
+            named = kind_words(kind)
+            if len(same) == 1 and named and all(w in self.user_said for w in named):
                 continue
             same_kind = {
                 v.lower()
@@ -260,6 +283,26 @@ class _ClarificationRun(DetectorRun):
                 continue  # a set of them (a trip's flights), not one chosen among several
             return key, value, sorted(offers - {value.lower()})[:5]
         return None
+
+    def _allowed(self, tool: str, key: str, kind: str, offers: set[str], run: Run) -> set[str]:
+        """The offers of a kind the run's instructions allow for this argument of this tool
+        ("if the flights are changed, the user needs to provide one gift card or credit card"),
+        when they name the value's own kind; else all of them."""
+        choice = self.detector.choice
+        if choice is None or not self.config.instructions_restrict_offers:
+            return offers
+        kinds = {m.group("kind").lower() for o in offers if (m := choice.fullmatch(o))}
+        every = frozenset(set(self.offered) | kinds | {kind})
+        if (tool, key, every) not in self.allowed and len(self.allowed) < 1000:
+            instructions = run.attributes.get(conventions.TASK_DESCRIPTION)
+            text = instructions if isinstance(instructions, str) else ""
+            self.allowed[(tool, key, every)] = allowed_kinds(text, tool, key, set(every))
+        allowed = self.allowed.get((tool, key, every), set())
+        if kind not in allowed:
+            return offers
+        return {
+            o for o in offers if (m := choice.fullmatch(o)) and m.group("kind").lower() in allowed
+        }
 
     def _named_by_alias(self, value: str, offers: set[str]) -> bool:
         """Whether the user or the agent said a value of the object holding `value` that no
@@ -322,86 +365,6 @@ class _ClarificationRun(DetectorRun):
             values={"targets": unnamed, "action": short(step.tool_arguments)},
             run=run,
         )
-
-
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
-_DIGITS = re.compile(r"\d{4,}")
-
-
-def _tokens(text: str) -> set[str]:
-    """Lower-cased tokens of a text (ids kept whole: "credit_card_7815826"), and its runs of
-    four or more digits ("ending in 7815")."""
-    return {t.lower() for t in _TOKEN.findall(text)} | set(_DIGITS.findall(text))
-
-
-def _objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[str]]]:
-    """For a JSON result: each identifier that is a value of an object, with the object's
-    other scalar values (lower-cased, three characters or more)."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return []
-    out: list[tuple[str, set[str]]] = []
-    todo = [doc]
-    while todo and len(out) < 1000:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            scalars = [
-                str(v).lower()
-                for v in node.values()
-                if isinstance(v, str | int | float) and not isinstance(v, bool)
-            ]
-            for value in scalars:
-                if choice.fullmatch(value):
-                    out.append((value, {s for s in scalars if s != value and len(s) >= 3}))
-            todo.extend(v for v in node.values() if isinstance(v, dict | list))
-    return out
-
-
-def _keyed_side_by_side(text: str, choice: re.Pattern[str]) -> list[set[str]]:
-    """For a JSON result: the identifiers that are the keys of one object (two or more),
-    lower-cased: `{"credit_card_1": {...}, "gift_card_2": {...}}` lists two offers."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return []
-    out: list[set[str]] = []
-    todo = [doc]
-    while todo and len(out) < 1000:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            keyed = {str(k).lower() for k in node if choice.fullmatch(str(k))}
-            if len(keyed) >= 2:
-                out.append(keyed)
-            todo.extend(v for v in node.values() if isinstance(v, dict | list))
-    return out
-
-
-def _string_arguments(arguments: str) -> list[tuple[str, str]]:
-    """(name, value) of every string value in a call's JSON arguments, nested ones included."""
-    try:
-        doc = json.loads(arguments) if arguments else None
-    except (ValueError, RecursionError):
-        return []
-    out: list[tuple[str, str]] = []
-    todo: list[tuple[str, Any]] = [("", doc)]
-    while todo and len(out) < 200:
-        key, node = todo.pop(0)
-        if isinstance(node, dict):
-            todo.extend((str(k), v) for k, v in node.items())
-        elif isinstance(node, list):
-            todo.extend((key, v) for v in node)
-        elif isinstance(node, str) and key:
-            out.append((key, node))
-    return out
 
 
 FACTORY = DetectorFactory(

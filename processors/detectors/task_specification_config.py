@@ -1,0 +1,131 @@
+"""FM-1.1's settings and the run's policy: the configuration of the task-specification
+detector (budgets, allowed tools, and the patterns its conversation rules read the run's
+instructions and turns with), and the policy a run's own `mast.task.*` attributes give."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mast_otel.processors import conventions
+
+
+@dataclass(slots=True)
+class Policy:
+    allowed_tools: frozenset[str] | None
+    read_only: bool
+    max_steps: int
+    max_seconds: float
+    max_tokens: int
+
+
+def task_policy(config: TaskSpecificationConfig, attributes: dict[str, Any]) -> Policy:
+    """The run's policy: its own `mast.task.*` attributes over the configured defaults."""
+    allowed: Any = attributes.get(conventions.TASK_ALLOWED_TOOLS, config.allowed_tools)
+    if isinstance(allowed, str):
+        allowed = [t.strip() for t in allowed.split(",")]
+    tools = frozenset(str(t) for t in allowed if str(t)) if isinstance(allowed, list) else None
+    read_only = attributes.get(conventions.TASK_READ_ONLY, config.read_only)
+    max_steps = attributes.get(conventions.TASK_MAX_STEPS, config.max_steps)
+    return Policy(
+        allowed_tools=tools or None,
+        read_only=read_only is True or str(read_only).lower() == "true",
+        max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else 0,
+        max_seconds=config.max_seconds,
+        max_tokens=config.max_tokens,
+    )
+
+
+@dataclass
+class TaskSpecificationConfig:
+    """FM-1.1 disobey task specification: tools outside the task's list, changes in a read-only
+    task, budgets overrun."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Defaults for every run; a run's own `mast.task.*` attributes take precedence.
+    allowed_tools: list[str] = field(default_factory=list)
+    # Every run is read-only unless it says otherwise (`mast.task.read_only`).
+    read_only: bool = False
+    # Budgets; 0 means none. Steps are model calls plus tool calls.
+    max_steps: int = 0
+    # Wall-clock budget of a run in seconds; 0 means none.
+    max_seconds: float = 0.0
+    # Token budget of a run (input plus output); 0 means none.
+    max_tokens: int = 0
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+    # Instructions that require the user's explicit confirmation before a change
+    # (case-insensitive regular expression over `mast.task.description`); "" turns the
+    # `change_without_confirmation` rule off.
+    confirmation_required_pattern: str = (
+        r"explicit(ly)?\s+(\w+\s+){0,2}(confirm|confirmation|approv\w*|consent)|"
+        r"confirm(ation)?\s+(from the user\s+)?before\s+(taking|making|any|performing|executing)|"
+        r"(ask|wait)\s+for\s+(the user'?s?\s+)?(explicit\s+)?(approval|confirmation)\s+before|"
+        r"(must|always)\s+(first\s+)?(get|obtain|ask for|request)\s+(the user'?s?\s+)?"
+        r"(explicit\s+)?(approval|confirmation|consent)"
+    )
+    # Apply the confirmation rule only to conversations: runs where the user spoke again after
+    # the task (a one-shot run, such as a coding agent's, is approved by its harness, if at
+    # all, not in the transcript).
+    confirmation_needs_conversation: bool = True
+    # A user turn that agrees to what the agent proposed.
+    affirmative_pattern: str = (
+        r"\b(yes|yeah|yep|yup|confirm(ed)?|go ahead|proceed|approved?|do it|"
+        r"(looks|sounds) (good|right|correct|fine)|that'?s (right|correct|fine))\b"
+    )
+    # A user turn that holds back ("no", "wait", "don't"): not an agreement even with a "yes"
+    # further on ("no, I don't confirm").
+    negative_pattern: str = (
+        r"^\W*(no|nope|not yet|wait|hold on|stop)\b|\b(do not|don'?t) (proceed|go ahead|do it|"
+        r"confirm)\b"
+    )
+    # Instructions that allow escalating to a person only when a request cannot be handled;
+    # "" turns the `escalation_after_refusal` rule off.
+    escalate_only_pattern: str = (
+        r"(transfer|escalat|hand\s*off|hand\s+over)\w*[^.\n]{0,120}\b(if and only if|only if|"
+        r"only when|only in case)\b"
+    )
+    # Tool names of an escalation to a person, besides the calls the classifier calls
+    # escalations.
+    escalation_tool_pattern: str = (
+        r"(transfer|escalat|handoff|hand_off|route)\w*(human|person|operator|live|supervisor|"
+        r"representative|staff)|(human|person|operator)\w*(transfer|escalat|handoff)"
+    )
+    # The agent offering to escalate to a person in its words; "" turns the offer rule off.
+    escalation_offer_pattern: str = (
+        r"\b(transfer|escalate|connect|hand)\w*\s+(you|this|your (request|case|issue))\s+"
+        r"(over\s+)?(to|with)\s+(a|an|our)\s+(human|live|real|person|supervisor|"
+        r"representative|specialist)"
+    )
+    # The agent telling the user a request is not allowed (its own refusal, by policy).
+    refusal_pattern: str = (
+        r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"
+        r"issue|update|offer|grant|approve|do)|i can(not|'t|not) (cancel|change|modify|process|"
+        r"remove|refund|issue|update|offer|grant|approve)|(cannot|can't|can not) be (cancel\w*|"
+        r"changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
+        r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|not (allowed|permitted) (by|under|"
+        r"according to)|against (the |our )?polic\w*|polic(y|ies) (does not|doesn't|do not|don't) "
+        r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
+    )
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+        for name in (
+            "confirmation_required_pattern",
+            "affirmative_pattern",
+            "negative_pattern",
+            "escalate_only_pattern",
+            "escalation_tool_pattern",
+            "escalation_offer_pattern",
+            "refusal_pattern",
+        ):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.task_specification.{name}: invalid regular expression ({exc})"
+                ) from exc
+        if self.max_findings_per_run < 0:
+            raise ValueError("detectors.task_specification.max_findings_per_run must be >= 0")
