@@ -8,10 +8,12 @@ Rules:
 - `unnamed_target`: a mutating call on a resource that nothing the agent was given names: not
   the task, not a user message, not any earlier tool result (`check_unnamed_targets`);
 - `unasked_choice`: a mutating call passes an identifier (`choice_value_pattern`: a name
-  followed by a number, such as `gift_card_7815826`) that neither the user nor the
-  instructions named and the agent never put to the user, while tool results offered several
-  of that kind (the same name, other numbers): it chose among them (cards, coupons, accounts)
-  instead of asking which one.
+  and a number, `gift_card_7815826`) that neither the user nor the instructions named and the
+  agent never put to the user (by itself, a value of its object, or its kind when it is the
+  only one), while tool results offered others (of its kind, or side by side with it) that the
+  instructions allow for that argument of that tool (`instructions_restrict_offers`): it chose
+  among them instead of asking which one. A choice made before the instructions arrive (on the
+  root span) is decided at close.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from mast_otel.processors.detectors.base import Detector, DetectorContext, Detec
 from mast_otel.processors.detectors.clarification_offers import (
     DIGITS,
     allowed_kinds,
+    instructions_of,
     keyed_side_by_side,
+    kind_of,
     kind_words,
     objects_holding,
     string_arguments,
@@ -112,6 +116,7 @@ class _ClarificationRun(DetectorRun):
         "beside",
         "config",
         "detector",
+        "held",
         "known",
         "last_learnt",
         "offered",
@@ -152,6 +157,8 @@ class _ClarificationRun(DetectorRun):
         # user: "the gift card" there names the only one.
         self.user_said: set[str] = set()
         # The kinds of offer the instructions allow, by (tool, argument).
+        # Choices made before the instructions were known: decided at close.
+        self.held: list[tuple[Step, tuple[str, str, list[str]]]] = []
         self.allowed: dict[tuple[str, str, frozenset[str]], set[str]] = {}
 
     def _learn(self, text: str) -> None:
@@ -200,7 +207,13 @@ class _ClarificationRun(DetectorRun):
                 findings.append(self._ambiguous(step, self.unclear, run))
                 self.unclear = None
             elif choice := self._unasked(step, run):
-                findings.append(self._unasked_finding(step, choice, run))
+                # Instructions still to come (on the root span, often last) may rule the
+                # other offers out: decided at close.
+                wait = self.config.instructions_restrict_offers
+                if wait and instructions_of(run.attributes) is None:
+                    self.held.extend([(step, choice)][: _MAX_FINDINGS - len(self.held)])
+                else:
+                    findings.append(self._unasked_finding(step, choice, run))
             elif (
                 self.config.check_unnamed_targets
                 and self.told
@@ -217,6 +230,19 @@ class _ClarificationRun(DetectorRun):
             elif not step.failed:
                 self._learn(result)
                 self._offer(result)
+        findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
+        self.reported += len(findings)
+        return findings
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        """The choices held for the instructions: reported unless these rule the other
+        offers out."""
+        findings = []
+        for step, (key, value, others) in self.held:
+            kind = kind_of(self.detector.choice, value)
+            left = self._allowed(step.tool_name, key, kind, set(others), run)
+            if left:
+                findings.append(self._unasked_finding(step, (key, value, sorted(left)), run))
         findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
         self.reported += len(findings)
         return findings
@@ -293,9 +319,10 @@ class _ClarificationRun(DetectorRun):
             return offers
         kinds = {m.group("kind").lower() for o in offers if (m := choice.fullmatch(o))}
         every = frozenset(set(self.offered) | kinds | {kind})
+        text = instructions_of(run.attributes)
+        if text is None:
+            return offers
         if (tool, key, every) not in self.allowed and len(self.allowed) < 1000:
-            instructions = run.attributes.get(conventions.TASK_DESCRIPTION)
-            text = instructions if isinstance(instructions, str) else ""
             self.allowed[(tool, key, every)] = allowed_kinds(text, tool, key, set(every))
         allowed = self.allowed.get((tool, key, every), set())
         if kind not in allowed:

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from mast_otel.processors import conventions
 from mast_otel.processors.classify import name_words
 
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
@@ -103,6 +104,18 @@ def _stem(word: str) -> str:
 def kind_words(kind: str) -> tuple[str, ...]:
     """The words of an offer's kind (`gift_card` gives gift, card), stemmed."""
     return tuple(_stem(w) for w in _WORD.findall(kind.lower()))
+
+
+def kind_of(choice: re.Pattern[str] | None, value: str) -> str:
+    """The kind of an identifier (`gift_card` of `gift_card_7815826`), lower-cased."""
+    match = choice.fullmatch(value) if choice is not None else None
+    return match.group("kind").lower() if match else ""
+
+
+def instructions_of(attributes: dict[str, Any]) -> str | None:
+    """The run's instructions (`mast.task.description`), once known."""
+    text = attributes.get(conventions.TASK_DESCRIPTION)
+    return text if isinstance(text, str) else None
 
 
 def allowed_kinds(instructions: str, tool_name: str, argument: str, kinds: set[str]) -> set[str]:
