@@ -16,7 +16,10 @@ defaults):
   matches `escalation_tool_pattern`) after it told the user the request is not allowed
   (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle;
   `escalation_offered_after_refusal`: the same, where the agent offers the escalation in its
-  words (`escalation_offer_pattern`) rather than making it (reported once per run).
+  words (`escalation_offer_pattern`) rather than making it (reported once per run);
+- `offer_before_request`: the instructions forbid offering something unless the user asks
+  (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
+  voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run.
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so
@@ -39,6 +42,7 @@ from mast_otel.processors.detectors.task_specification_config import (
     TaskSpecificationConfig,
     task_policy,
 )
+from mast_otel.processors.detectors.task_specification_offer import OfferWatch, optional, sentence
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -62,21 +66,16 @@ class TaskSpecification(Detector):
         super().__init__(config, context)
         flags = re.IGNORECASE
         c = self.config
-        self.confirmation_required = (
-            re.compile(c.confirmation_required_pattern, flags)
-            if c.confirmation_required_pattern
-            else None
-        )
+        self.confirmation_required = optional(c.confirmation_required_pattern)
         self.affirmative = re.compile(c.affirmative_pattern, flags)
         self.negative = re.compile(c.negative_pattern, flags)
-        self.escalate_only = (
-            re.compile(c.escalate_only_pattern, flags) if c.escalate_only_pattern else None
-        )
+        self.escalate_only = optional(c.escalate_only_pattern)
         self.escalation_tool = re.compile(c.escalation_tool_pattern, flags)
-        self.escalation_offer = (
-            re.compile(c.escalation_offer_pattern, flags) if c.escalation_offer_pattern else None
-        )
+        self.escalation_offer = optional(c.escalation_offer_pattern)
         self.refusal = re.compile(c.refusal_pattern, flags)
+        self.no_proactive_offer = optional(c.no_proactive_offer_pattern)
+        self.offer = optional(c.offer_pattern)
+        self.offer_request = re.compile(c.offer_request_pattern, flags)
 
     def affirms(self, text: str) -> bool:
         """A user turn that agrees to what was proposed."""
@@ -106,6 +105,7 @@ class _TaskSpecificationRun(DetectorRun):
         "findings",
         "kept",
         "offered",
+        "offers",
         "pending",
         "policy",
         "policy_version",
@@ -147,6 +147,9 @@ class _TaskSpecificationRun(DetectorRun):
         self.failed_change: tuple[str, str] | None = None
         self.refusal = ""
         self.offered = False
+        self.offers = OfferWatch(
+            detector.offer if detector.no_proactive_offer else None, detector.offer_request
+        )
         self.pending: list[_Pending] = []
 
     def _policy(self, run: Run) -> Policy:
@@ -185,8 +188,11 @@ class _TaskSpecificationRun(DetectorRun):
                 if not self.refusal:
                     found = self.detector.refusal.search(step.output_text)
                     if found:
-                        self.refusal = _sentence(step.output_text, found)
+                        self.refusal = sentence(step.output_text, found)
                 self._offer(step, run)
+                if not step.tool_calls and (made := self.offers.agent_said(step.output_text)):
+                    why = OfferWatch.message(made)
+                    self._hold("offer_before_request", step, run, why, {"offer": made})
         return findings
 
     def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
@@ -212,7 +218,7 @@ class _TaskSpecificationRun(DetectorRun):
         if found is None:
             return
         self.offered = True
-        said = _sentence(step.output_text, found)
+        said = sentence(step.output_text, found)
         self._hold(
             "escalation_offered_after_refusal",
             step,
@@ -228,6 +234,7 @@ class _TaskSpecificationRun(DetectorRun):
             return
         self.user_text = text
         self.user_turns += 1
+        self.offers.user_turn(text)
         self.proposal = False
         self.failed_change = None
 
@@ -277,6 +284,7 @@ class _TaskSpecificationRun(DetectorRun):
                 "change_without_confirmation": self.detector.confirmation_required,
                 "escalation_after_refusal": self.detector.escalate_only,
                 "escalation_offered_after_refusal": self.detector.escalate_only,
+                "offer_before_request": self.detector.no_proactive_offer,
             }
             one_shot = self.config.confirmation_needs_conversation and self.user_turns < 2
             for held in self.pending:
@@ -286,7 +294,7 @@ class _TaskSpecificationRun(DetectorRun):
                 found = clause.search(instructions) if clause is not None else None
                 if found is None:
                     continue
-                values = {**held.values, "instruction": _sentence(instructions, found)}
+                values = {**held.values, "instruction": sentence(instructions, found)}
                 findings.extend(self._once(held.ref, held.rule, 0.8, held.message, values, run))
         if (
             policy.max_steps
@@ -378,24 +386,6 @@ class _TaskSpecificationRun(DetectorRun):
         self.reported.add(key)
         self.findings += 1
         return [self.detector.finding(step, rule, confidence, message, [step], values, run)]
-
-
-def _sentence(text: str, found: re.Match[str], before: int = 60, after: int = 100) -> str:
-    """The words around a match, within its sentence (or line), for the evidence."""
-    start = max(
-        text.rfind(". ", 0, found.start()) + 2,
-        text.rfind("\n", 0, found.start()) + 1,
-        found.start() - before,
-        0,
-    )
-    ends = [i for i in (text.find(". ", found.end()), text.find("\n", found.end())) if i >= 0]
-    end = min([*ends, found.end() + after, len(text)])
-    cut = text[start:end].strip()
-    if start > 0 and text[start - 1] not in ".\n ":
-        cut = "…" + cut
-    if end < len(text) and text[end] not in ".\n":
-        cut += "…"
-    return cut
 
 
 FACTORY = DetectorFactory(

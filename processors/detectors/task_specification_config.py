@@ -110,6 +110,27 @@ class TaskSpecificationConfig:
         r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
     )
 
+    # Instructions that forbid offering something unless the user asks for it; "" turns the
+    # `offer_before_request` rule off.
+    no_proactive_offer_pattern: str = (
+        r"\b(do not|don't|never|should not|must not)\s+(proactively|voluntarily|"
+        r"pre-?emptively)\s+(offer|suggest|propose|give|mention)|\b(offer|give)\w*\s[^.\n]{0,80}"
+        r"\bonly\s+(if|when)\s+(the\s+)?(user|customer|client|patient|caller)s?\s+"
+        r"(explicitly\s+)?(asks?|requests?)"
+    )
+    # The agent offering such a thing in its words to the user (not when negated: "I cannot
+    # offer ...").
+    offer_pattern: str = (
+        r"\b(offer|issue|provide|give|grant)\w*\s+(you\s+)?((a|an|the|some)\s+)?"
+        r"(\$\s?\d[\d,.]*\s+)?([\w-]+\s+){0,2}(certificate|voucher|coupon|credit(?!\s*card)|"
+        r"discount|compensation|goodwill|gesture)s?\b"
+    )
+    # A user turn asking for such a thing (after which an offer is an answer).
+    offer_request_pattern: str = (
+        r"\b(compensat\w*|certificates?|vouchers?|coupons?|credit(?!\s*card)|discounts?|"
+        r"reimburs\w*|refund\w*|money back|make (it|this|that) up|goodwill|gesture)\b"
+    )
+
     def validate(self) -> None:
         """Every value of this section is valid."""
         for name in (
@@ -120,6 +141,9 @@ class TaskSpecificationConfig:
             "escalation_tool_pattern",
             "escalation_offer_pattern",
             "refusal_pattern",
+            "no_proactive_offer_pattern",
+            "offer_pattern",
+            "offer_request_pattern",
         ):
             try:
                 re.compile(getattr(self, name))

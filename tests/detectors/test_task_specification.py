@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.model import Step
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.steps import FIX, GET_PODS, TASK, RunBuilder, analyse, rules
 
@@ -210,3 +211,65 @@ def test_fm11_a_one_shot_run_is_not_held_to_in_transcript_confirmation():
     assert rules([*run.steps, root], config, mode="FM-1.1") == [
         ("FM-1.1", "change_without_confirmation")
     ]
+
+
+# --- an offer the instructions allow only on request ------------------------------------------
+
+ISP_POLICY = (
+    "You are the support agent of an internet provider. If an outage lasted more than a day, "
+    "you may give a service credit of one day's fee. Do not proactively offer credits: only "
+    "when the customer explicitly asks for compensation."
+)
+
+
+def _outage(first: str, agent: str, policy: str = ISP_POLICY) -> list[Step]:
+    """A broadband support run: the customer reports an outage, the agent answers."""
+    run = RunBuilder(agent="isp-support")
+    run.human(first)
+    run.llm(input_text=first, calls=("get_outages",))
+    run.tool("get_outages", {"account_id": "AC-3310"}, '{"outages": [{"hours": 30}]}')
+    run.llm(input_text=first, output=agent)
+    run.human("Thanks, that's all.")
+    run.llm(input_text="Thanks, that's all.", output="Glad to help.")
+    return [*run.steps, run.root(**{conventions.TASK_DESCRIPTION: policy})]
+
+
+def test_fm11_offering_compensation_nobody_asked_for():
+    steps = _outage(
+        "My internet was down for over a day on account AC-3310, it was awful.",
+        "I'm sorry. Since the outage lasted 30 hours, I can offer you a service credit of "
+        "one day's fee. Would you like that?",
+    )
+    findings = [f for f in analyse(steps)[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["offer_before_request"]
+    assert "offer you a service credit" in findings[0].message
+    assert "Do not proactively offer" in findings[0].evidence["instruction"]
+
+
+def test_fm11_an_offer_after_a_request_a_refusal_or_without_the_clause_is_silent():
+    offer = "Since the outage lasted 30 hours, I can offer you a service credit. Shall I?"
+    # the customer asked for compensation first
+    asked = _outage("My internet on AC-3310 was down for a day. I want compensation.", offer)
+    assert rules(asked, mode="FM-1.1") == []
+    # the agent says what it cannot offer: no offer
+    refused = _outage(
+        "My internet on AC-3310 was down for a day.",
+        "I'm sorry, I cannot offer a credit for outages shorter than two days.",
+    )
+    assert rules(refused, mode="FM-1.1") == []
+    # the same unprompted offer, under instructions that do not forbid it
+    loose = _outage("My internet on AC-3310 was down for a day.", offer, "You are an ISP agent.")
+    assert rules(loose, mode="FM-1.1") == []
+    # asking for the customer's credit card is no offer of a credit
+    card = _outage("My internet on AC-3310 was down.", "Could you provide the credit card on file?")
+    assert rules(card, mode="FM-1.1") == []
+
+
+@needs_tau
+def test_fm11_real_run_offers_a_certificate_before_the_user_asks():
+    # Run 96: the user complains of a delay and asks for nothing; at message 14 the agent
+    # offers a certificate as compensation, which the policy allows only on request.
+    found = [f for f in tau_findings(96, "FM-1.1") if f.rule == "offer_before_request"]
+    assert len(found) == 1 and "offer you a certificate" in found[0].message
+    # Run 45: the user asks for compensation before any offer: silent for this rule.
+    assert [f for f in tau_findings(45, "FM-1.1") if f.rule == "offer_before_request"] == []
