@@ -19,7 +19,10 @@ defaults):
   words (`escalation_offer_pattern`) rather than making it (reported once per run);
 - `offer_before_request`: the instructions forbid offering something unless the user asks
   (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
-  voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run.
+  voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
+- `change_before_prerequisites`: a change made before the agent obtained what the instructions
+  say to obtain first for changes of its verb (`prerequisite_pattern`; see
+  task_specification_prerequisites.py).
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so
@@ -40,9 +43,11 @@ from mast_otel.processors.detectors.policy import KeptCalls
 from mast_otel.processors.detectors.task_specification_config import (
     Policy,
     TaskSpecificationConfig,
+    breaches,
     task_policy,
 )
 from mast_otel.processors.detectors.task_specification_offer import OfferWatch, optional, sentence
+from mast_otel.processors.detectors.task_specification_prerequisites import PrerequisiteWatch
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -76,6 +81,7 @@ class TaskSpecification(Detector):
         self.no_proactive_offer = optional(c.no_proactive_offer_pattern)
         self.offer = optional(c.offer_pattern)
         self.offer_request = re.compile(c.offer_request_pattern, flags)
+        self.prerequisite = optional(c.prerequisite_pattern)
 
     def affirms(self, text: str) -> bool:
         """A user turn that agrees to what was proposed."""
@@ -109,6 +115,7 @@ class _TaskSpecificationRun(DetectorRun):
         "pending",
         "policy",
         "policy_version",
+        "prerequisites",
         "proposal",
         "refusal",
         "reported",
@@ -147,6 +154,9 @@ class _TaskSpecificationRun(DetectorRun):
         self.failed_change: tuple[str, str] | None = None
         self.refusal = ""
         self.offered = False
+        self.prerequisites = PrerequisiteWatch(
+            detector.prerequisite, self.config.max_findings_per_run
+        )
         self.offers = OfferWatch(
             detector.offer if detector.no_proactive_offer else None, detector.offer_request
         )
@@ -171,6 +181,7 @@ class _TaskSpecificationRun(DetectorRun):
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
             self.kept.keep(step, mutating, run, step.tool_name, None)
+            self.prerequisites.called(step.tool_arguments)
             if mutating:
                 self._change(step, run)
             else:
@@ -183,6 +194,7 @@ class _TaskSpecificationRun(DetectorRun):
             if step.input_text and step.input_text != self.user_text:
                 self._user_turn(step.input_text)
             if step.output_text:
+                self.prerequisites.said(step.output_text)
                 if not step.tool_calls:
                     self.proposal = True
                 if not self.refusal:
@@ -235,12 +247,14 @@ class _TaskSpecificationRun(DetectorRun):
         self.user_text = text
         self.user_turns += 1
         self.offers.user_turn(text)
+        self.prerequisites.said(text)
         self.proposal = False
         self.failed_change = None
 
     def _change(self, step: Step, run: Run) -> None:
         """A mutating call: held for the confirmation rule when nothing confirmed it."""
         call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
+        self.prerequisites.change(run.ref(step), step.tool_name, call)
         said = short(self.user_text, 200)
         why = ""
         if not self.user_text:
@@ -296,6 +310,13 @@ class _TaskSpecificationRun(DetectorRun):
                     continue
                 values = {**held.values, "instruction": sentence(instructions, found)}
                 findings.extend(self._once(held.ref, held.rule, 0.8, held.message, values, run))
+        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
+        for held, lacking, said in self.prerequisites.missing(instructions):
+            why = f"{held.call} was made before the agent obtained what the instructions say "
+            why += f"to obtain first: {', '.join(lacking)}"
+            values = {"call": held.call, "missing": lacking, "instruction": said}
+            rule = "change_before_prerequisites"
+            findings.extend(self._once(held.ref, rule, 0.7, why, values, run))
         if (
             policy.max_steps
             and self.steps > policy.max_steps
@@ -312,29 +333,8 @@ class _TaskSpecificationRun(DetectorRun):
         self, step: Step | StepRef, mutating: bool, arguments: str, run: Run, policy: Policy
     ) -> list[Finding]:
         out = []
-        if policy.allowed_tools is not None and step.tool_name not in policy.allowed_tools:
-            out.extend(
-                self._once(
-                    step,
-                    "tool_not_allowed",
-                    0.9,
-                    f"{step.tool_name} is not among the task's allowed tools",
-                    {"tool": step.tool_name, "allowed_tools": sorted(policy.allowed_tools)},
-                    run,
-                )
-            )
-        if policy.read_only and mutating:
-            out.extend(
-                self._once(
-                    step,
-                    "mutation_in_read_only_task",
-                    0.9,
-                    f"{step.tool_name}({short(arguments, 120)}) changed the system in a "
-                    "read-only task",
-                    {"tool": step.tool_name, "arguments": short(arguments)},
-                    run,
-                )
-            )
+        for rule, message, values in breaches(step.tool_name, mutating, arguments, policy):
+            out.extend(self._once(step, rule, 0.9, message, values, run))
         return out
 
     def _budgets(self, step: Step, run: Run, policy: Policy) -> list[Finding]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mast_otel.processors import conventions
+from mast_otel.processors.detectors.base import short
 
 
 @dataclass(slots=True)
@@ -35,6 +36,23 @@ def task_policy(config: TaskSpecificationConfig, attributes: dict[str, Any]) -> 
         max_seconds=config.max_seconds,
         max_tokens=config.max_tokens,
     )
+
+
+def breaches(
+    tool: str, mutating: bool, arguments: str, policy: Policy
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """The (rule, message, values) of what one call breaks in the run's policy: a tool outside
+    its allowed tools, a change in a read-only task."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    if policy.allowed_tools is not None and tool not in policy.allowed_tools:
+        allowed = sorted(policy.allowed_tools)
+        message = f"{tool} is not among the task's allowed tools"
+        out.append(("tool_not_allowed", message, {"tool": tool, "allowed_tools": allowed}))
+    if policy.read_only and mutating:
+        message = f"{tool}({short(arguments, 120)}) changed the system in a read-only task"
+        values = {"tool": tool, "arguments": short(arguments)}
+        out.append(("mutation_in_read_only_task", message, values))
+    return out
 
 
 @dataclass
@@ -118,6 +136,12 @@ class TaskSpecificationConfig:
         r"\bonly\s+(if|when)\s+(the\s+)?(user|customer|client|patient|caller)s?\s+"
         r"(explicitly\s+)?(asks?|requests?)"
     )
+    # Instructions listing what the agent must obtain before a kind of change ("must first
+    # obtain the user id and the reason for cancellation"); "" turns the
+    # `change_before_prerequisites` rule off. The group `items` holds the list.
+    prerequisite_pattern: str = (
+        r"\bmust\s+first\s+(?:obtain|collect|get|gather|ask\s+for|request)\s+(?P<items>[^.;\n]+)"
+    )
     # The agent offering such a thing in its words to the user (not when negated: "I cannot
     # offer ...").
     offer_pattern: str = (
@@ -144,6 +168,7 @@ class TaskSpecificationConfig:
             "no_proactive_offer_pattern",
             "offer_pattern",
             "offer_request_pattern",
+            "prerequisite_pattern",
         ):
             try:
                 re.compile(getattr(self, name))

@@ -273,3 +273,57 @@ def test_fm11_real_run_offers_a_certificate_before_the_user_asks():
     assert len(found) == 1 and "offer you a certificate" in found[0].message
     # Run 45: the user asks for compensation before any offer: silent for this rule.
     assert [f for f in tau_findings(45, "FM-1.1") if f.rule == "offer_before_request"] == []
+
+
+# --- a change before what the instructions say to obtain first -------------------------------
+
+CLINIC_POLICY = (
+    "# Clinic front desk\n\n## Cancel appointment\n\n- The agent must first obtain the patient "
+    "id, the appointment id, and the reason for cancelling (illness, travel, other).\n\n"
+    "## Move appointment\n\n- Offer the free slots of the same doctor."
+)
+
+
+def _clinic(
+    user_turns: list[str], tool: str = "cancel_appointment", policy: str = CLINIC_POLICY
+) -> list[Step]:
+    """A clinic's booking agent: the patient gives ids, and the agent changes an appointment."""
+    run = RunBuilder(agent="clinic")
+    for turn in user_turns:
+        run.human(turn)
+        run.llm(input_text=turn, output="Thank you. Noted.")
+    run.llm(input_text=user_turns[-1], calls=(tool,))
+    run.tool(tool, {"patient_id": "P-77", "appointment_id": "AP-310"}, '{"status": "done"}')
+    return [*run.steps, run.root(**{conventions.TASK_DESCRIPTION: policy})]
+
+
+def test_fm11_cancelling_before_obtaining_the_reason_the_instructions_require():
+    steps = _clinic(["I am patient P-77, cancel appointment AP-310.", "Yes, cancel it."])
+    findings = [f for f in analyse(steps)[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["change_before_prerequisites"]
+    assert "cancel_appointment" in findings[0].message
+    assert findings[0].evidence["missing"] == ["reason for cancelling"]
+    assert "must first obtain" in findings[0].evidence["instruction"]
+
+
+def test_fm11_prerequisites_obtained_or_not_required_are_silent():
+    # the reason was given
+    given = ["I am patient P-77, cancel AP-310.", "The reason is that I am travelling."]
+    assert rules(_clinic(given), mode="FM-1.1") == []
+    # a change of another verb: the clause covers cancelling only
+    moved = _clinic(["I am patient P-77, move AP-310."], tool="move_appointment")
+    assert rules(moved, mode="FM-1.1") == []
+    # instructions with no such clause
+    loose = _clinic(["Cancel AP-310."], policy="You are a clinic's front desk agent.")
+    assert rules(loose, mode="FM-1.1") == []
+
+
+@needs_tau
+def test_fm11_real_run_cancels_without_asking_the_reason():
+    # Run 33 cancels S61CZX at message 48; the reason for cancellation, which the policy's
+    # "Cancel flight" section says to obtain first, was never asked for nor given.
+    found = [f for f in tau_findings(33, "FM-1.1") if f.rule == "change_before_prerequisites"]
+    assert len(found) == 1 and "S61CZX" in found[0].message
+    assert found[0].evidence["missing"] == ["reason for cancellation"]
+    # Run 15 asks for the reason before cancelling: silent for this rule.
+    assert [f for f in tau_findings(15, "FM-1.1") if f.rule == "change_before_prerequisites"] == []
