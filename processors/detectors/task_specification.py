@@ -32,33 +32,106 @@ a violation is reported whichever arrived first.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from mast_otel.processors import conventions
-from mast_otel.processors.classify import ActionKind
-from mast_otel.processors.detectors.base import Detector, DetectorFactory, short
-from mast_otel.processors.detectors.policy import KeptCalls
-from mast_otel.processors.detectors.task_specification_config import (
-    Policy,
-    TaskSpecificationConfig,
-    breaches,
-    task_policy,
+from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.detectors.task_specification_offer import optional
+from mast_otel.processors.detectors.task_specification_policy import (
+    AFFIRMATIVE,
+    CONFIRMATION_REQUIRED,
+    ESCALATE_ONLY,
+    ESCALATION_OFFER,
+    ESCALATION_TOOL,
+    NEGATIVE,
+    NO_PROACTIVE_OFFER,
+    OFFER,
+    OFFER_REQUEST,
+    PREREQUISITE,
+    REFUSAL,
 )
-from mast_otel.processors.detectors.task_specification_offer import OfferWatch, optional, sentence
-from mast_otel.processors.detectors.task_specification_prerequisites import PrerequisiteWatch
-from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.detectors.task_specification_run import TaskSpecificationRun
 from mast_otel.processors.run import DetectorRun, Run
 
-# Read for every step: a module name is one lookup, an enum member read through its
-# class is several. Private to this module's per-step code.
-_MUTATING = ActionKind.MUTATING
-_ESCALATION = ActionKind.ESCALATION
-_TOOL = StepKind.TOOL
-_LLM = StepKind.LLM
-_HUMAN = StepKind.HUMAN
-_HANDOFF = StepKind.HANDOFF
+
+@dataclass
+class TaskSpecificationConfig:
+    """FM-1.1 disobey task specification: tools outside the task's list, changes in a read-only
+    task, budgets overrun."""
+
+    # Run this detector.
+    enabled: bool = True
+    # Defaults for every run; a run's own `mast.task.*` attributes take precedence.
+    allowed_tools: list[str] = field(default_factory=list)
+    # Every run is read-only unless it says otherwise (`mast.task.read_only`).
+    read_only: bool = False
+    # Budgets; 0 means none. Steps are model calls plus tool calls.
+    max_steps: int = 0
+    # Wall-clock budget of a run in seconds; 0 means none.
+    max_seconds: float = 0.0
+    # Token budget of a run (input plus output); 0 means none.
+    max_tokens: int = 0
+    # Findings reported per run; the rest are not reported.
+    max_findings_per_run: int = 5
+    # Instructions that require the user's explicit confirmation before a change
+    # (case-insensitive regular expression over `mast.task.description`); "" turns the
+    # `change_without_confirmation` rule off.
+    confirmation_required_pattern: str = CONFIRMATION_REQUIRED
+    # Apply the confirmation rule only to conversations: runs where the user spoke again after
+    # the task (a one-shot run, such as a coding agent's, is approved by its harness, if at
+    # all, not in the transcript).
+    confirmation_needs_conversation: bool = True
+    # A user turn that agrees to what the agent proposed.
+    affirmative_pattern: str = AFFIRMATIVE
+    # A user turn that holds back ("no", "wait", "don't"): not an agreement even with a "yes"
+    # further on ("no, I don't confirm").
+    negative_pattern: str = NEGATIVE
+    # Instructions that allow escalating to a person only when a request cannot be handled;
+    # "" turns the `escalation_after_refusal` rule off.
+    escalate_only_pattern: str = ESCALATE_ONLY
+    # Tool names of an escalation to a person, besides the calls the classifier calls
+    # escalations.
+    escalation_tool_pattern: str = ESCALATION_TOOL
+    # The agent offering to escalate to a person in its words; "" turns the offer rule off.
+    escalation_offer_pattern: str = ESCALATION_OFFER
+    # The agent telling the user a request is not allowed (its own refusal, by policy).
+    refusal_pattern: str = REFUSAL
+    # Instructions that forbid offering something unless the user asks for it; "" turns the
+    # `offer_before_request` rule off.
+    no_proactive_offer_pattern: str = NO_PROACTIVE_OFFER
+    # Instructions listing what the agent must obtain before a kind of change ("must first
+    # obtain the user id and the reason for cancellation"); "" turns the
+    # `change_before_prerequisites` rule off. The group `items` holds the list.
+    prerequisite_pattern: str = PREREQUISITE
+    # The agent offering such a thing in its words to the user (not when negated: "I cannot
+    # offer ...").
+    offer_pattern: str = OFFER
+    # A user turn asking for such a thing (after which an offer is an answer).
+    offer_request_pattern: str = OFFER_REQUEST
+
+    def validate(self) -> None:
+        """Every value of this section is valid."""
+        for name in (
+            "confirmation_required_pattern",
+            "affirmative_pattern",
+            "negative_pattern",
+            "escalate_only_pattern",
+            "escalation_tool_pattern",
+            "escalation_offer_pattern",
+            "refusal_pattern",
+            "no_proactive_offer_pattern",
+            "offer_pattern",
+            "offer_request_pattern",
+            "prerequisite_pattern",
+        ):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(
+                    f"detectors.task_specification.{name}: invalid regular expression ({exc})"
+                ) from exc
+        if self.max_findings_per_run < 0:
+            raise ValueError("detectors.task_specification.max_findings_per_run must be >= 0")
 
 
 class TaskSpecification(Detector):
@@ -88,304 +161,7 @@ class TaskSpecification(Detector):
         return bool(self.affirmative.search(text)) and not self.negative.search(text)
 
     def open(self, run: Run) -> DetectorRun:
-        return _TaskSpecificationRun(self)
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A call that breaks the run's instructions if they hold the clause its rule names;
-    decided at close, when the instructions (on the root span) are known."""
-
-    rule: str
-    ref: StepRef
-    message: str
-    values: dict[str, Any]
-
-
-class _TaskSpecificationRun(DetectorRun):
-    __slots__ = (
-        "budgets_reported",
-        "config",
-        "detector",
-        "failed_change",
-        "findings",
-        "kept",
-        "offered",
-        "offers",
-        "pending",
-        "policy",
-        "policy_version",
-        "prerequisites",
-        "proposal",
-        "refusal",
-        "reported",
-        "steps",
-        "tokens",
-        "user_text",
-        "user_turns",
-    )
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN, StepKind.HANDOFF})
-
-    def __init__(self, detector: TaskSpecification) -> None:
-        self.detector = detector
-        self.config = detector.config
-        self.reported: set[tuple[str, str]] = set()  # (rule, span id)
-        # The calls kept for the check at close: those of each tool and the changes it can
-        # still report.
-        self.kept = KeptCalls(
-            self.config.max_findings_per_run,
-            self.reported,
-            "tool_not_allowed",
-            "mutation_in_read_only_task",
-        )
-        self.budgets_reported: set[str] = set()
-        self.steps = 0
-        self.tokens = 0
-        self.findings = 0
-        # The policy read from the run's attributes, kept until they change.
-        self.policy: Policy | None = None
-        self.policy_version = -1
-        # The last user turn; whether the agent proposed something new since (a text turn
-        # with no call); a change that failed in this user turn (tool, arguments); the agent's
-        # first refusal (its words); the calls decided at close.
-        self.user_text = ""
-        self.user_turns = 0
-        self.proposal = False
-        self.failed_change: tuple[str, str] | None = None
-        self.refusal = ""
-        self.offered = False
-        self.prerequisites = PrerequisiteWatch(
-            detector.prerequisite, self.config.max_findings_per_run
-        )
-        self.offers = OfferWatch(
-            detector.offer if detector.no_proactive_offer else None, detector.offer_request
-        )
-        self.pending: list[_Pending] = []
-
-    def _policy(self, run: Run) -> Policy:
-        if self.policy is None or self.policy_version != run.attributes_version:
-            self.policy = task_policy(self.config, run.attributes)
-            self.policy_version = run.attributes_version
-        return self.policy
-
-    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        policy = self._policy(run)
-        findings: list[Finding] = []
-        self.steps += 1
-        self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
-        if policy.max_steps or policy.max_tokens or policy.max_seconds:
-            findings.extend(self._budgets(step, run, policy))
-        if step.kind is _TOOL and step.tool_name:
-            action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-            mutating = action.kind is _MUTATING
-            if policy.allowed_tools is not None or (policy.read_only and mutating):
-                findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
-            self.kept.keep(step, mutating, run, step.tool_name, None)
-            self.prerequisites.called(step.tool_arguments)
-            if mutating:
-                self._change(step, run)
-            else:
-                self._escalation(step, run, action.kind is _ESCALATION)
-        elif step.kind is _HANDOFF and step.tool_name:
-            self._escalation(step, run)
-        elif step.kind is _HUMAN:
-            self._user_turn(step.input_text or step.output_text)
-        elif step.kind is _LLM:
-            if step.input_text and step.input_text != self.user_text:
-                self._user_turn(step.input_text)
-            if step.output_text:
-                self.prerequisites.said(step.output_text)
-                if not step.tool_calls:
-                    self.proposal = True
-                if not self.refusal:
-                    found = self.detector.refusal.search(step.output_text)
-                    if found:
-                        self.refusal = sentence(step.output_text, found)
-                self._offer(step, run)
-                if not step.tool_calls and (made := self.offers.agent_said(step.output_text)):
-                    why = OfferWatch.message(made)
-                    self._hold("offer_before_request", step, run, why, {"offer": made})
-        return findings
-
-    def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
-        """A call that escalates to a person (so classified, or by its tool name), after the
-        agent's own refusal: held for the escalate-only clause."""
-        if self.refusal and (escalation or self.detector.escalation_tool.search(step.tool_name)):
-            self._hold(
-                "escalation_after_refusal",
-                step,
-                run,
-                f"{step.tool_name} escalated to a person after the agent had told the user "
-                f"the request is not allowed ({self.refusal!r}); the "
-                "instructions allow escalating only what cannot be handled",
-                {"tool": step.tool_name, "refusal": self.refusal},
-            )
-
-    def _offer(self, step: Step, run: Run) -> None:
-        """An escalation offered in words after the agent's own refusal (once per run)."""
-        offer = self.detector.escalation_offer
-        if offer is None or not self.refusal or self.offered:
-            return
-        found = offer.search(step.output_text)
-        if found is None:
-            return
-        self.offered = True
-        said = sentence(step.output_text, found)
-        self._hold(
-            "escalation_offered_after_refusal",
-            step,
-            run,
-            f"the agent offered to escalate to a person ({said!r}) after telling the user the "
-            f"request is not allowed ({self.refusal!r}); the instructions allow escalating "
-            "only what cannot be handled",
-            {"offer": said, "refusal": self.refusal},
-        )
-
-    def _user_turn(self, text: str) -> None:
-        if not text:
-            return
-        self.user_text = text
-        self.user_turns += 1
-        self.offers.user_turn(text)
-        self.prerequisites.said(text)
-        self.proposal = False
-        self.failed_change = None
-
-    def _change(self, step: Step, run: Run) -> None:
-        """A mutating call: held for the confirmation rule when nothing confirmed it."""
-        call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
-        self.prerequisites.change(run.ref(step), step.tool_name, call)
-        said = short(self.user_text, 200)
-        why = ""
-        if not self.user_text:
-            why = "no user turn came before it"
-        elif self.proposal:
-            why = f"the agent proposed something new after the user's last turn ({said!r})"
-        elif self.failed_change is not None and self.failed_change != (
-            step.tool_name,
-            step.tool_arguments,
-        ):
-            why = (
-                f"it retries a failed {self.failed_change[0]} with other arguments, which the "
-                f"user's last turn ({said!r}) did not see"
-            )
-        elif not self.detector.affirms(self.user_text):
-            why = f"the user's last turn does not confirm it: {said!r}"
-        if step.failed:
-            self.failed_change = (step.tool_name, step.tool_arguments)
-        if why:
-            self._hold(
-                "change_without_confirmation",
-                step,
-                run,
-                f"{call} changed the system without the user's explicit confirmation, which the "
-                f"instructions require: {why}",
-                {"call": call, "last_user_turn": said},
-            )
-
-    def _hold(self, rule: str, step: Step, run: Run, message: str, values: dict[str, Any]) -> None:
-        if len(self.pending) < self.config.max_findings_per_run:
-            self.pending.append(_Pending(rule, run.ref(step), message, values))
-
-    def on_close(self, run: Run) -> Iterable[Finding]:
-        policy = task_policy(self.config, run.attributes)
-        findings: list[Finding] = []
-        for call in self.kept.calls:
-            findings.extend(self._check_call(call.ref, call.mutating, call.arguments, run, policy))
-        if self.pending:
-            instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-            clauses = {
-                "change_without_confirmation": self.detector.confirmation_required,
-                "escalation_after_refusal": self.detector.escalate_only,
-                "escalation_offered_after_refusal": self.detector.escalate_only,
-                "offer_before_request": self.detector.no_proactive_offer,
-            }
-            one_shot = self.config.confirmation_needs_conversation and self.user_turns < 2
-            for held in self.pending:
-                if one_shot and held.rule == "change_without_confirmation":
-                    continue
-                clause = clauses[held.rule]
-                found = clause.search(instructions) if clause is not None else None
-                if found is None:
-                    continue
-                values = {**held.values, "instruction": sentence(instructions, found)}
-                findings.extend(self._once(held.ref, held.rule, 0.8, held.message, values, run))
-        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-        for held, lacking, said in self.prerequisites.missing(instructions):
-            why = f"{held.call} was made before the agent obtained what the instructions say "
-            why += f"to obtain first: {', '.join(lacking)}"
-            values = {"call": held.call, "missing": lacking, "instruction": said}
-            rule = "change_before_prerequisites"
-            findings.extend(self._once(held.ref, rule, 0.7, why, values, run))
-        if (
-            policy.max_steps
-            and self.steps > policy.max_steps
-            and "step_budget" not in self.budgets_reported
-        ):
-            last = run.window[-1] if run.window else None
-            if last is not None:
-                findings.extend(
-                    self._budget_finding(last, run, "step_budget", self.steps, policy.max_steps)
-                )
-        return findings
-
-    def _check_call(
-        self, step: Step | StepRef, mutating: bool, arguments: str, run: Run, policy: Policy
-    ) -> list[Finding]:
-        out = []
-        for rule, message, values in breaches(step.tool_name, mutating, arguments, policy):
-            out.extend(self._once(step, rule, 0.9, message, values, run))
-        return out
-
-    def _budgets(self, step: Step, run: Run, policy: Policy) -> list[Finding]:
-        out = []
-        if policy.max_steps and self.steps > policy.max_steps:
-            out.extend(self._budget_finding(step, run, "step_budget", self.steps, policy.max_steps))
-        if policy.max_tokens and self.tokens > policy.max_tokens:
-            out.extend(
-                self._budget_finding(step, run, "token_budget", self.tokens, policy.max_tokens)
-            )
-        if policy.max_seconds and run.start_ns:
-            elapsed = (step.end_ns - run.start_ns) / 1e9
-            if elapsed > policy.max_seconds:
-                out.extend(
-                    self._budget_finding(
-                        step, run, "time_budget", round(elapsed, 3), policy.max_seconds
-                    )
-                )
-        return out
-
-    def _budget_finding(
-        self, step: Step, run: Run, rule: str, used: float, budget: float
-    ) -> list[Finding]:
-        if rule in self.budgets_reported:
-            return []
-        self.budgets_reported.add(rule)
-        what = rule.split("_")[0]
-        return self._once(
-            step,
-            rule,
-            0.95,
-            f"the run passed its {what} budget ({used} > {budget})",
-            {"used": used, "budget": budget},
-            run,
-        )
-
-    def _once(
-        self,
-        step: Step | StepRef,
-        rule: str,
-        confidence: float,
-        message: str,
-        values: dict[str, Any],
-        run: Run,
-    ) -> list[Finding]:
-        key = (rule, step.span_id)
-        if key in self.reported or self.findings >= self.config.max_findings_per_run:
-            return []
-        self.reported.add(key)
-        self.findings += 1
-        return [self.detector.finding(step, rule, confidence, message, [step], values, run)]
+        return TaskSpecificationRun(self)
 
 
 FACTORY = DetectorFactory(
