@@ -20,6 +20,9 @@ defaults):
 - `offer_before_request`: the instructions forbid offering something unless the user asks
   (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
   voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
+- `change_with_unlisted_detail`: under the same instructions, a change the user did confirm
+  carries an identifier (`detail_value_pattern`) no turn named before (see
+  task_specification_details.py);
 - `change_before_prerequisites`: a change made before the agent obtained what the instructions
   say to obtain first for changes of its verb (`prerequisite_pattern`; see
   task_specification_prerequisites.py).
@@ -103,6 +106,12 @@ class TaskSpecificationConfig:
     # obtain the user id and the reason for cancellation"); "" turns the
     # `change_before_prerequisites` rule off. The group `items` holds the list.
     prerequisite_pattern: str = PREREQUISITE
+    # An argument value that is a detail the user must have been told of before agreeing to a
+    # change (an identifier: a name and a number, such as a payment method's id); "" turns the
+    # `change_with_unlisted_detail` rule off.
+    detail_value_pattern: str = r"\b(?P<kind>[a-z][a-z_.-]{2,40}?)[_.-]?\d{3,}\b"
+    # Argument names whose values are the agent's own to write (a summary, a note).
+    free_argument_pattern: str = r"summary|note|comment|reason|message|description|title|body"
     # The agent offering such a thing in its words to the user (not when negated: "I cannot
     # offer ...").
     offer_pattern: str = OFFER
@@ -123,6 +132,8 @@ class TaskSpecificationConfig:
             "offer_pattern",
             "offer_request_pattern",
             "prerequisite_pattern",
+            "detail_value_pattern",
+            "free_argument_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -155,6 +166,8 @@ class TaskSpecification(Detector):
         self.offer = optional(c.offer_pattern)
         self.offer_request = re.compile(c.offer_request_pattern, flags)
         self.prerequisite = optional(c.prerequisite_pattern)
+        self.detail_value = optional(c.detail_value_pattern)
+        self.free_argument = re.compile(c.free_argument_pattern, flags)
 
     def affirms(self, text: str) -> bool:
         """A user turn that agrees to what was proposed."""

@@ -13,6 +13,7 @@ from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.policy import KeptCalls
+from mast_otel.processors.detectors.task_specification_details import DetailWatch
 from mast_otel.processors.detectors.task_specification_offer import OfferWatch, sentence
 from mast_otel.processors.detectors.task_specification_policy import (
     Policy,
@@ -53,6 +54,7 @@ class TaskSpecificationRun(DetectorRun):
     __slots__ = (
         "budgets_reported",
         "config",
+        "details",
         "detector",
         "failed_change",
         "findings",
@@ -104,6 +106,7 @@ class TaskSpecificationRun(DetectorRun):
         self.prerequisites = PrerequisiteWatch(
             detector.prerequisite, self.config.max_findings_per_run
         )
+        self.details = DetailWatch(detector.detail_value, detector.free_argument)
         self.offers = OfferWatch(
             detector.offer if detector.no_proactive_offer else None, detector.offer_request
         )
@@ -133,6 +136,8 @@ class TaskSpecificationRun(DetectorRun):
                 self._change(step, run)
             else:
                 self._escalation(step, run, action.kind is _ESCALATION)
+                self.details.looked_up(step.tool_arguments)
+                self.details.result(step.tool_result)
         elif step.kind is _HANDOFF and step.tool_name:
             self._escalation(step, run)
         elif step.kind is _HUMAN:
@@ -142,6 +147,7 @@ class TaskSpecificationRun(DetectorRun):
                 self._user_turn(step.input_text)
             if step.output_text:
                 self.prerequisites.said(step.output_text)
+                self.details.spoken(step.output_text)
                 if not step.tool_calls:
                     self.proposal = True
                 if not self.refusal:
@@ -194,6 +200,7 @@ class TaskSpecificationRun(DetectorRun):
         self.user_text = text
         self.user_turns += 1
         self.offers.user_turn(text)
+        self.details.spoken(text)
         self.prerequisites.said(text)
         self.proposal = False
         self.failed_change = None
@@ -220,6 +227,13 @@ class TaskSpecificationRun(DetectorRun):
             why = f"the user's last turn does not confirm it: {said!r}"
         if step.failed:
             self.failed_change = (step.tool_name, step.tool_arguments)
+        if not why and (found := self.details.unlisted(step.tool_arguments)):
+            key, value = found
+            detail = f"{key}={value}"
+            message = f"{call} carries {detail}, which no turn named before the user's yes "
+            message += f"({said!r}); the instructions require listing a change's details first"
+            values = {"call": call, "detail": detail, "last_user_turn": said}
+            self._hold("change_with_unlisted_detail", step, run, message, values)
         if why:
             self._hold(
                 "change_without_confirmation",
@@ -243,13 +257,14 @@ class TaskSpecificationRun(DetectorRun):
             instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
             clauses = {
                 "change_without_confirmation": self.detector.confirmation_required,
+                "change_with_unlisted_detail": self.detector.confirmation_required,
                 "escalation_after_refusal": self.detector.escalate_only,
                 "escalation_offered_after_refusal": self.detector.escalate_only,
                 "offer_before_request": self.detector.no_proactive_offer,
             }
             one_shot = self.config.confirmation_needs_conversation and self.user_turns < 2
             for held in self.pending:
-                if one_shot and held.rule == "change_without_confirmation":
+                if one_shot and held.rule.startswith("change_with"):
                     continue
                 clause = clauses[held.rule]
                 found = clause.search(instructions) if clause is not None else None

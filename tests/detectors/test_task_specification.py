@@ -327,3 +327,63 @@ def test_fm11_real_run_cancels_without_asking_the_reason():
     assert found[0].evidence["missing"] == ["reason for cancellation"]
     # Run 15 asks for the reason before cancelling: silent for this rule.
     assert [f for f in tau_findings(15, "FM-1.1") if f.rule == "change_before_prerequisites"] == []
+
+
+# --- a confirmed change that carries a detail nobody named ------------------------------------
+
+SUBSCRIPTION_POLICY = (
+    "You manage subscriptions. Before any change, list the details and obtain explicit "
+    "confirmation from the customer."
+)
+ACCOUNT = (
+    '{"customer_id": "cu_118", "methods": [{"id": "card_40021", "brand": "visa", "last4": '
+    '"4242"}, {"id": "card_77310", "brand": "amex", "last4": "0005"}]}'
+)
+
+
+def _upgrade(proposal: str, answer: str = "Yes, go ahead.", account: str = ACCOUNT) -> list[Step]:
+    """A subscription agent proposes an upgrade, the customer says yes, and the agent charges
+    card_77310."""
+    run = RunBuilder(agent="billing")
+    run.human("Upgrade my plan to Pro, please.")
+    run.llm(input_text="Upgrade my plan to Pro, please.", calls=("get_customer",))
+    run.tool("get_customer", {"customer_id": "cu_118"}, account)
+    run.llm(input_text="Upgrade my plan to Pro, please.", output=proposal)
+    run.human(answer)
+    run.llm(input_text=answer, calls=("update_subscription",))
+    args = {"customer_id": "cu_118", "plan": "pro", "payment_method": "card_77310"}
+    run.tool("update_subscription", args, '{"plan": "pro"}')
+    return [*run.steps, run.root(**{conventions.TASK_DESCRIPTION: SUBSCRIPTION_POLICY})]
+
+
+def test_fm11_a_yes_to_details_that_left_out_the_card_charged():
+    steps = _upgrade("Pro costs $30 a month more. Shall I upgrade plan pro now?")
+    findings = [f for f in analyse(steps)[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["change_with_unlisted_detail"]
+    assert findings[0].evidence["detail"] == "payment_method=card_77310"
+    assert "Yes, go ahead." in findings[0].message
+
+
+def test_fm11_details_named_by_id_alias_or_kind_are_listed():
+    # the card by its last four digits, a value of the object that holds it
+    assert rules(_upgrade("Pro is $30 more, on your amex ending 0005. OK?"), mode="FM-1.1") == []
+    # the customer named it
+    named = _upgrade("Pro is $30 more. OK?", answer="Yes, charge my card ending 0005.")
+    assert rules(named, mode="FM-1.1") == []
+    # "your card", with one card on the account
+    one = '{"customer_id": "cu_118", "methods": [{"id": "card_77310", "last4": "0005"}]}'
+    assert rules(_upgrade("Pro is $30 more on your card. OK?", account=one), mode="FM-1.1") == []
+    # near miss the other way: "your card" with two cards names neither
+    vague = _upgrade("Pro is $30 more on your card. OK?")
+    assert rules(vague, mode="FM-1.1") == [("FM-1.1", "change_with_unlisted_detail")]
+
+
+@needs_tau
+def test_fm11_real_run_charges_a_card_the_confirmation_never_named():
+    # Run 114: the user says "let's just proceed with adding the two checked bags"; the agent
+    # charges credit_card_4938634, never named to the user, for $100 of bags.
+    found = [f for f in tau_findings(114, "FM-1.1") if f.rule == "change_with_unlisted_detail"]
+    assert [f.evidence["detail"] for f in found] == ["payment_id=credit_card_4938634"]
+    # Run 176: the user names "my credit card ending in 7334" and the trip's flights are
+    # carried over as a set: silent for this rule.
+    assert [f for f in tau_findings(176, "FM-1.1") if f.rule == "change_with_unlisted_detail"] == []
