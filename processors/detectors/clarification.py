@@ -13,19 +13,27 @@ Rules:
   only one), while tool results offered others (of its kind, or side by side with it) that the
   instructions allow for that argument of that tool (`instructions_restrict_offers`): it chose
   among them instead of asking which one. A choice made before the instructions arrive (on the
-  root span) is decided at close.
+  root span) is decided at close;
+- `unmentioned_count`: in a conversation, a change sets a positive count whose subject no turn
+  spoke of (see clarification_counts.py): the agent assumed the number instead of asking.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.clarification_counts import CountWatch, message
+from mast_otel.processors.detectors.clarification_findings import (
+    ambiguous_finding,
+    unasked_finding,
+    unnamed_finding,
+)
 from mast_otel.processors.detectors.clarification_offers import (
     DIGITS,
     allowed_kinds,
@@ -79,6 +87,17 @@ class ClarificationConfig:
     # are changed, the user needs to provide one gift card or credit card": no certificate)
     # are no option: with one allowed offer left, the choice was forced, not made unasked.
     instructions_restrict_offers: bool = True
+    # In a conversation (the user spoke at least this often; 0 turns the rule off), a change
+    # that sets a positive count whose subject no turn spoke of is `unmentioned_count`.
+    counts_min_user_turns: int = 2
+    # Words of an argument name that say "how many", not "of what" (`total_baggages`).
+    count_qualifier_words: list[str] = field(
+        default_factory=lambda: ["total", "number", "num", "count", "new", "extra", "free",
+                                 "nonfree", "paid", "max", "min", "quantity", "qty", "amount",
+                                 "id", "additional"]
+    )  # fmt: skip
+    # Words sharing this many first letters speak of one subject ("bag", "baggage").
+    count_subject_prefix: int = 3
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -89,6 +108,11 @@ class ClarificationConfig:
                 raise ValueError(
                     f"detectors.clarification.{name}: invalid regular expression ({exc})"
                 ) from exc
+        if self.counts_min_user_turns < 0 or self.count_subject_prefix < 1:
+            raise ValueError(
+                "detectors.clarification.counts_min_user_turns must be >= 0 and "
+                "count_subject_prefix >= 1"
+            )
 
 
 class Clarification(Detector):
@@ -115,6 +139,7 @@ class _ClarificationRun(DetectorRun):
         "allowed",
         "beside",
         "config",
+        "counts",
         "detector",
         "held",
         "known",
@@ -157,6 +182,8 @@ class _ClarificationRun(DetectorRun):
         # user: "the gift card" there names the only one.
         self.user_said: set[str] = set()
         # The kinds of offer the instructions allow, by (tool, argument).
+        c = self.config
+        self.counts = CountWatch(c.count_qualifier_words, c.count_subject_prefix)
         # Choices made before the instructions were known: decided at close.
         self.held: list[tuple[Step, tuple[str, str, list[str]]]] = []
         self.allowed: dict[tuple[str, str, frozenset[str]], set[str]] = {}
@@ -180,6 +207,7 @@ class _ClarificationRun(DetectorRun):
             self._learn(step.input_text)
             self._say(step.input_text or step.output_text)
             self._name_kinds(step.input_text or step.output_text)
+            self.counts.user_turn(step.input_text or step.output_text)
             self.told = self.told or bool(step.input_text)
             return ()
         if step.kind in (_LLM, _AGENT, _HANDOFF):
@@ -188,6 +216,7 @@ class _ClarificationRun(DetectorRun):
             if step.kind is _LLM:
                 self._say(step.input_text)
                 self._say(step.output_text)
+                self.counts.spoken(step.output_text)
                 if not step.tool_calls:
                     self._name_kinds(step.output_text)
             self.told = self.told or bool(step.input_text)
@@ -204,7 +233,7 @@ class _ClarificationRun(DetectorRun):
         findings: list[Finding] = []
         if action.kind is _MUTATING and not step.failed:
             if self.unclear is not None:
-                findings.append(self._ambiguous(step, self.unclear, run))
+                findings.append(ambiguous_finding(self.detector, step, self.unclear, run))
                 self.unclear = None
             elif choice := self._unasked(step, run):
                 # Instructions still to come (on the root span, often last) may rule the
@@ -213,7 +242,7 @@ class _ClarificationRun(DetectorRun):
                 if wait and instructions_of(run.attributes) is None:
                     self.held.extend([(step, choice)][: _MAX_FINDINGS - len(self.held)])
                 else:
-                    findings.append(self._unasked_finding(step, choice, run))
+                    findings.append(unasked_finding(self.detector, step, choice, run))
             elif (
                 self.config.check_unnamed_targets
                 and self.told
@@ -222,7 +251,15 @@ class _ClarificationRun(DetectorRun):
             ):
                 unnamed = sorted(t for t in action.targets if t not in self.known)
                 if unnamed and len(unnamed) == len(action.targets):
-                    findings.append(self._unnamed(step, unnamed, run))
+                    findings.append(unnamed_finding(self.detector, step, unnamed, run))
+        if action.kind is _MUTATING and not step.failed and not findings:
+            turns = self.config.counts_min_user_turns
+            if turns and (count := self.counts.unmentioned(step.tool_arguments, turns)):
+                why, (key, value, _) = message(step.tool_name, *count), count
+                values = {"argument": key, "value": value, "action": short(step.tool_arguments)}
+                findings.append(
+                    self.detector.finding(step, "unmentioned_count", 0.6, why, [step], values, run)
+                )
         elif action.kind is not _MUTATING:
             result = step.tool_result or step.error
             if self.detector.signals.ambiguous.found(result):
@@ -242,7 +279,9 @@ class _ClarificationRun(DetectorRun):
             kind = kind_of(self.detector.choice, value)
             left = self._allowed(step.tool_name, key, kind, set(others), run)
             if left:
-                findings.append(self._unasked_finding(step, (key, value, sorted(left)), run))
+                findings.append(
+                    unasked_finding(self.detector, step, (key, value, sorted(left)), run)
+                )
         findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
         self.reported += len(findings)
         return findings
@@ -339,59 +378,6 @@ class _ClarificationRun(DetectorRun):
             return False
         shared = set().union(*(self.aliases.get(o, set()) for o in offers if o != value))
         return any(a in self.said for a in mine - shared)
-
-    def _unasked_finding(self, step: Step, choice: tuple[str, str, list[str]], run: Run) -> Finding:
-        key, value, others = choice
-        return self.detector.finding(
-            at=step,
-            rule="unasked_choice",
-            confidence=0.65,
-            message=(
-                f"{step.tool_name} used {key}={value} without asking which: the results also "
-                f"offered {', '.join(others)}, and neither the user nor the instructions named "
-                f"it, nor did the agent put it to the user"
-            ),
-            evidence=[step],
-            values={
-                "argument": key,
-                "value": value,
-                "others": others,
-                "action": short(step.tool_arguments),
-            },
-            run=run,
-        )
-
-    def _ambiguous(self, step: Step, unclear: Step, run: Run) -> Finding:
-        return self.detector.finding(
-            at=step,
-            rule="ambiguous_then_mutate",
-            confidence=0.8,
-            message=(
-                f"{step.tool_name}({short(step.tool_arguments, 100)}) changed the system right "
-                f"after {unclear.tool_name} left the target unclear "
-                f"({short(unclear.tool_result or unclear.error, 100)!r}), without asking"
-            ),
-            evidence=[unclear, step],
-            values={
-                "unclear_result": short(unclear.tool_result or unclear.error),
-                "action": short(step.tool_arguments),
-            },
-            run=run,
-        )
-
-    def _unnamed(self, step: Step, unnamed: list[str], run: Run) -> Finding:
-        return self.detector.finding(
-            at=step,
-            rule="unnamed_target",
-            confidence=0.6,
-            message=(
-                f"{step.tool_name} changed {', '.join(unnamed)}, which neither the task nor any "
-                f"input or result named"
-            ),
-            evidence=[step],
-            values={"targets": unnamed, "action": short(step.tool_arguments)},
-            run=run,
-        )
 
 
 FACTORY = DetectorFactory(

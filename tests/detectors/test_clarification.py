@@ -224,3 +224,47 @@ def test_fm22_real_run_paying_a_flight_change_with_the_only_allowed_kind_is_sile
     # certificate, which the policy's "if the flights are changed, the user needs to provide
     # one gift card or credit card" rules out: no choice was made.
     assert tau_findings(56, "FM-2.2") == []
+
+
+# --- a count nobody spoke of ----------------------------------------------------------------
+
+
+def _hotel(turns: list[str], args: dict[str, object]) -> list[Step]:
+    """A hotel's booking agent talks with a guest, then books a room."""
+    run = RunBuilder(agent="hotel")
+    for turn in turns:
+        run.human(turn)
+        run.llm(input_text=turn, output="Certainly. Which dates?")
+    run.llm(input_text=turns[-1], calls=("book_room",))
+    run.tool("book_room", args, '{"booking": "BK-5521"}')
+    return run.steps
+
+
+def test_fm22_a_count_no_turn_spoke_of_was_assumed():
+    turns = ["I need a room in Lisbon from 4 June.", "A double room, please."]
+    found = [f for f in analyse(_hotel(turns, {"city": "lisbon", "nights": 3}))[0]]
+    found = [f for f in found if f.mode == "FM-2.2"]
+    assert [f.rule for f in found] == ["unmentioned_count"]
+    assert "nights=3" in found[0].message and found[0].evidence["argument"] == "nights"
+
+
+def test_fm22_a_count_spoken_of_or_in_a_one_shot_task_is_silent():
+    # the guest said how many nights; "night" and "nights" are one subject
+    said = ["I need a room in Lisbon for three nights.", "A double room, please."]
+    assert rules(_hotel(said, {"city": "lisbon", "nights": 3}), mode="FM-2.2") == []
+    # a count word only ("total_guests"): the guests were spoken of
+    guests = ["A room in Lisbon for me and one guest.", "From 4 June."]
+    assert rules(_hotel(guests, {"city": "lisbon", "total_guests": 2}), mode="FM-2.2") == []
+    # zero is no assumption, and a one-shot task is no conversation
+    turns = ["I need a room in Lisbon from 4 June.", "A double room, please."]
+    assert rules(_hotel(turns, {"city": "lisbon", "extra_beds": 0}), mode="FM-2.2") == []
+    one = _hotel(["Book a room in Lisbon from 4 June."], {"city": "lisbon", "nights": 3})
+    assert rules(one, mode="FM-2.2") == []
+
+
+@needs_tau
+def test_fm22_real_run_books_bags_nobody_spoke_of():
+    # Run 0 books total_baggages=3 although neither the agent nor the user ever spoke of bags
+    # (labelled FM-2.2 at message 20).
+    found = [f for f in tau_findings(0, "FM-2.2") if f.rule == "unmentioned_count"]
+    assert found and "total_baggages=3" in found[0].message
