@@ -8,23 +8,43 @@ Rules:
 - `unnamed_target`: a mutating call on a resource that nothing the agent was given names: not
   the task, not a user message, not any earlier tool result (`check_unnamed_targets`);
 - `unasked_choice`: a mutating call passes an identifier (`choice_value_pattern`: a name
-  followed by a number, such as `gift_card_7815826`) that neither the user nor the
-  instructions named and the agent never put to the user, while tool results offered several
-  of that kind (the same name, other numbers): it chose among them (cards, coupons, accounts)
-  instead of asking which one.
+  and a number, `gift_card_7815826`) that neither the user nor the instructions named and the
+  agent never put to the user (by itself, a value of its object, or its kind when it is the
+  only one), while tool results offered others (of its kind, or side by side with it) that the
+  instructions allow for that argument of that tool (`instructions_restrict_offers`): it chose
+  among them instead of asking which one. A choice made before the instructions arrive (on the
+  root span) is decided at close;
+- `unmentioned_count`: in a conversation, a change sets a positive count whose subject no turn
+  spoke of (see clarification_counts.py): the agent assumed the number instead of asking.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.clarification_counts import CountWatch, message
+from mast_otel.processors.detectors.clarification_findings import (
+    ambiguous_finding,
+    unasked_finding,
+    unnamed_finding,
+)
+from mast_otel.processors.detectors.clarification_offers import (
+    DIGITS,
+    allowed_kinds,
+    instructions_of,
+    keyed_side_by_side,
+    kind_of,
+    kind_words,
+    objects_holding,
+    string_arguments,
+    tokens,
+)
 from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind
 from mast_otel.processors.run import DetectorRun, Run
@@ -63,6 +83,21 @@ class ClarificationConfig:
     # payment methods: a card, a gift card, a voucher) are offers of one choice, whatever
     # their names: choosing one of them unasked is an unasked choice.
     siblings_are_offers: bool = True
+    # Offers of a kind the run's instructions do not allow for the argument ("if the flights
+    # are changed, the user needs to provide one gift card or credit card": no certificate)
+    # are no option: with one allowed offer left, the choice was forced, not made unasked.
+    instructions_restrict_offers: bool = True
+    # In a conversation (the user spoke at least this often; 0 turns the rule off), a change
+    # that sets a positive count whose subject no turn spoke of is `unmentioned_count`.
+    counts_min_user_turns: int = 2
+    # Words of an argument name that say "how many", not "of what" (`total_baggages`).
+    count_qualifier_words: list[str] = field(
+        default_factory=lambda: ["total", "number", "num", "count", "new", "extra", "free",
+                                 "nonfree", "paid", "max", "min", "quantity", "qty", "amount",
+                                 "id", "additional"]
+    )  # fmt: skip
+    # Words sharing this many first letters speak of one subject ("bag", "baggage").
+    count_subject_prefix: int = 3
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -73,6 +108,11 @@ class ClarificationConfig:
                 raise ValueError(
                     f"detectors.clarification.{name}: invalid regular expression ({exc})"
                 ) from exc
+        if self.counts_min_user_turns < 0 or self.count_subject_prefix < 1:
+            raise ValueError(
+                "detectors.clarification.counts_min_user_turns must be >= 0 and "
+                "count_subject_prefix >= 1"
+            )
 
 
 class Clarification(Detector):
@@ -96,9 +136,12 @@ class Clarification(Detector):
 class _ClarificationRun(DetectorRun):
     __slots__ = (
         "aliases",
+        "allowed",
         "beside",
         "config",
+        "counts",
         "detector",
+        "held",
         "known",
         "last_learnt",
         "offered",
@@ -135,8 +178,15 @@ class _ClarificationRun(DetectorRun):
         # Identifiers a result listed side by side (the keys of one object): each with the
         # others of its object.
         self.siblings: dict[str, set[str]] = {}
-        # Tokens of the user's own turns: "the gift card" there names the only one.
+        # Words (plural endings dropped) of the user's turns and of the agent's answers to the
+        # user: "the gift card" there names the only one.
         self.user_said: set[str] = set()
+        # The kinds of offer the instructions allow, by (tool, argument).
+        c = self.config
+        self.counts = CountWatch(c.count_qualifier_words, c.count_subject_prefix)
+        # Choices made before the instructions were known: decided at close.
+        self.held: list[tuple[Step, tuple[str, str, list[str]]]] = []
+        self.allowed: dict[tuple[str, str, frozenset[str]], set[str]] = {}
 
     def _learn(self, text: str) -> None:
         if text == self.last_learnt:
@@ -156,8 +206,8 @@ class _ClarificationRun(DetectorRun):
             self.unclear = None
             self._learn(step.input_text)
             self._say(step.input_text or step.output_text)
-            if len(self.user_said) < _MAX_WORDS:
-                self.user_said |= _tokens(step.input_text or step.output_text)
+            self._name_kinds(step.input_text or step.output_text)
+            self.counts.user_turn(step.input_text or step.output_text)
             self.told = self.told or bool(step.input_text)
             return ()
         if step.kind in (_LLM, _AGENT, _HANDOFF):
@@ -166,6 +216,9 @@ class _ClarificationRun(DetectorRun):
             if step.kind is _LLM:
                 self._say(step.input_text)
                 self._say(step.output_text)
+                self.counts.spoken(step.output_text)
+                if not step.tool_calls:
+                    self._name_kinds(step.output_text)
             self.told = self.told or bool(step.input_text)
             if (
                 step.kind is _LLM
@@ -180,10 +233,16 @@ class _ClarificationRun(DetectorRun):
         findings: list[Finding] = []
         if action.kind is _MUTATING and not step.failed:
             if self.unclear is not None:
-                findings.append(self._ambiguous(step, self.unclear, run))
+                findings.append(ambiguous_finding(self.detector, step, self.unclear, run))
                 self.unclear = None
-            elif choice := self._unasked(step):
-                findings.append(self._unasked_finding(step, choice, run))
+            elif choice := self._unasked(step, run):
+                # Instructions still to come (on the root span, often last) may rule the
+                # other offers out: decided at close.
+                wait = self.config.instructions_restrict_offers
+                if wait and instructions_of(run.attributes) is None:
+                    self.held.extend([(step, choice)][: _MAX_FINDINGS - len(self.held)])
+                else:
+                    findings.append(unasked_finding(self.detector, step, choice, run))
             elif (
                 self.config.check_unnamed_targets
                 and self.told
@@ -192,7 +251,15 @@ class _ClarificationRun(DetectorRun):
             ):
                 unnamed = sorted(t for t in action.targets if t not in self.known)
                 if unnamed and len(unnamed) == len(action.targets):
-                    findings.append(self._unnamed(step, unnamed, run))
+                    findings.append(unnamed_finding(self.detector, step, unnamed, run))
+        if action.kind is _MUTATING and not step.failed and not findings:
+            turns = self.config.counts_min_user_turns
+            if turns and (count := self.counts.unmentioned(step.tool_arguments, turns)):
+                why, (key, value, _) = message(step.tool_name, *count), count
+                values = {"argument": key, "value": value, "action": short(step.tool_arguments)}
+                findings.append(
+                    self.detector.finding(step, "unmentioned_count", 0.6, why, [step], values, run)
+                )
         elif action.kind is not _MUTATING:
             result = step.tool_result or step.error
             if self.detector.signals.ambiguous.found(result):
@@ -204,9 +271,28 @@ class _ClarificationRun(DetectorRun):
         self.reported += len(findings)
         return findings
 
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        """The choices held for the instructions: reported unless these rule the other
+        offers out."""
+        findings = []
+        for step, (key, value, others) in self.held:
+            kind = kind_of(self.detector.choice, value)
+            left = self._allowed(step.tool_name, key, kind, set(others), run)
+            if left:
+                findings.append(
+                    unasked_finding(self.detector, step, (key, value, sorted(left)), run)
+                )
+        findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
+        self.reported += len(findings)
+        return findings
+
+    def _name_kinds(self, text: str) -> None:
+        if text and len(self.user_said) < _MAX_WORDS:
+            self.user_said |= set(kind_words(text))
+
     def _say(self, text: str) -> None:
         if text and len(self.said) < _MAX_WORDS:
-            self.said |= _tokens(text)
+            self.said |= tokens(text)
 
     def _offer(self, result: str) -> None:
         choice = self.detector.choice
@@ -214,21 +300,22 @@ class _ClarificationRun(DetectorRun):
             return
         for match in choice.finditer(result[:100_000]):
             self.offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
-        for value, others in _objects_holding(result[:100_000], choice):
+        for value, others in objects_holding(result[:100_000], choice):
             self.aliases.setdefault(value, set()).update(others)
         if self.config.siblings_are_offers:
-            for group in _keyed_side_by_side(result[:100_000], choice):
+            for group in keyed_side_by_side(result[:100_000], choice):
                 for value in group:
                     if len(self.siblings) < _MAX_WORDS:
                         self.siblings.setdefault(value, set()).update(group - {value})
 
-    def _unasked(self, step: Step) -> tuple[str, str, list[str]] | None:
+    def _unasked(self, step: Step, run: Run) -> tuple[str, str, list[str]] | None:
         """The first (argument, value, the other offers of its kind) of a change that nobody
-        put to the user, where tool results offered several of its kind."""
+        put to the user, where tool results offered several of its kind. Offers of a kind the
+        instructions do not allow for this argument of this tool are no option."""
         choice = self.detector.choice
         if choice is None or not self.told:
             return None
-        arguments = _string_arguments(step.tool_arguments)
+        arguments = string_arguments(step.tool_arguments)
         for key, value in arguments:
             if self.detector.free_argument.search(key):
                 continue
@@ -238,9 +325,10 @@ class _ClarificationRun(DetectorRun):
             offers = self.offered.get(match.group("kind").lower(), set()) | self.siblings.get(
                 value.lower(), set()
             )
+            offers = self._allowed(step.tool_name, key, match.group("kind").lower(), offers, run)
             if len(offers | {value.lower()}) < 2 or value.lower() in self.said:
                 continue
-            digits = _DIGITS.findall(value)
+            digits = DIGITS.findall(value)
             if digits and any(d in self.said or d[-4:] in self.said for d in digits):
                 continue
             if self._named_by_alias(value.lower(), offers):
@@ -248,8 +336,8 @@ class _ClarificationRun(DetectorRun):
             kind = match.group("kind").lower()
             # The user's "the gift card" names the only offer of its kind.
             same = self.offered.get(kind, set()) | {value.lower()}
-            kind_words = [w for w in re.split(r"[_.\-\s]+", kind) if w]
-            if len(same) == 1 and kind_words and all(w in self.user_said for w in kind_words):
+            named = kind_words(kind)
+            if len(same) == 1 and named and all(w in self.user_said for w in named):
                 continue
             same_kind = {
                 v.lower()
@@ -261,6 +349,27 @@ class _ClarificationRun(DetectorRun):
             return key, value, sorted(offers - {value.lower()})[:5]
         return None
 
+    def _allowed(self, tool: str, key: str, kind: str, offers: set[str], run: Run) -> set[str]:
+        """The offers of a kind the run's instructions allow for this argument of this tool
+        ("if the flights are changed, the user needs to provide one gift card or credit card"),
+        when they name the value's own kind; else all of them."""
+        choice = self.detector.choice
+        if choice is None or not self.config.instructions_restrict_offers:
+            return offers
+        kinds = {m.group("kind").lower() for o in offers if (m := choice.fullmatch(o))}
+        every = frozenset(set(self.offered) | kinds | {kind})
+        text = instructions_of(run.attributes)
+        if text is None:
+            return offers
+        if (tool, key, every) not in self.allowed and len(self.allowed) < 1000:
+            self.allowed[(tool, key, every)] = allowed_kinds(text, tool, key, set(every))
+        allowed = self.allowed.get((tool, key, every), set())
+        if kind not in allowed:
+            return offers
+        return {
+            o for o in offers if (m := choice.fullmatch(o)) and m.group("kind").lower() in allowed
+        }
+
     def _named_by_alias(self, value: str, offers: set[str]) -> bool:
         """Whether the user or the agent said a value of the object holding `value` that no
         other offer of its kind shares (its last four digits, its own amount)."""
@@ -269,139 +378,6 @@ class _ClarificationRun(DetectorRun):
             return False
         shared = set().union(*(self.aliases.get(o, set()) for o in offers if o != value))
         return any(a in self.said for a in mine - shared)
-
-    def _unasked_finding(self, step: Step, choice: tuple[str, str, list[str]], run: Run) -> Finding:
-        key, value, others = choice
-        return self.detector.finding(
-            at=step,
-            rule="unasked_choice",
-            confidence=0.65,
-            message=(
-                f"{step.tool_name} used {key}={value} without asking which: the results also "
-                f"offered {', '.join(others)}, and neither the user nor the instructions named "
-                f"it, nor did the agent put it to the user"
-            ),
-            evidence=[step],
-            values={
-                "argument": key,
-                "value": value,
-                "others": others,
-                "action": short(step.tool_arguments),
-            },
-            run=run,
-        )
-
-    def _ambiguous(self, step: Step, unclear: Step, run: Run) -> Finding:
-        return self.detector.finding(
-            at=step,
-            rule="ambiguous_then_mutate",
-            confidence=0.8,
-            message=(
-                f"{step.tool_name}({short(step.tool_arguments, 100)}) changed the system right "
-                f"after {unclear.tool_name} left the target unclear "
-                f"({short(unclear.tool_result or unclear.error, 100)!r}), without asking"
-            ),
-            evidence=[unclear, step],
-            values={
-                "unclear_result": short(unclear.tool_result or unclear.error),
-                "action": short(step.tool_arguments),
-            },
-            run=run,
-        )
-
-    def _unnamed(self, step: Step, unnamed: list[str], run: Run) -> Finding:
-        return self.detector.finding(
-            at=step,
-            rule="unnamed_target",
-            confidence=0.6,
-            message=(
-                f"{step.tool_name} changed {', '.join(unnamed)}, which neither the task nor any "
-                f"input or result named"
-            ),
-            evidence=[step],
-            values={"targets": unnamed, "action": short(step.tool_arguments)},
-            run=run,
-        )
-
-
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
-_DIGITS = re.compile(r"\d{4,}")
-
-
-def _tokens(text: str) -> set[str]:
-    """Lower-cased tokens of a text (ids kept whole: "credit_card_7815826"), and its runs of
-    four or more digits ("ending in 7815")."""
-    return {t.lower() for t in _TOKEN.findall(text)} | set(_DIGITS.findall(text))
-
-
-def _objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[str]]]:
-    """For a JSON result: each identifier that is a value of an object, with the object's
-    other scalar values (lower-cased, three characters or more)."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return []
-    out: list[tuple[str, set[str]]] = []
-    todo = [doc]
-    while todo and len(out) < 1000:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            scalars = [
-                str(v).lower()
-                for v in node.values()
-                if isinstance(v, str | int | float) and not isinstance(v, bool)
-            ]
-            for value in scalars:
-                if choice.fullmatch(value):
-                    out.append((value, {s for s in scalars if s != value and len(s) >= 3}))
-            todo.extend(v for v in node.values() if isinstance(v, dict | list))
-    return out
-
-
-def _keyed_side_by_side(text: str, choice: re.Pattern[str]) -> list[set[str]]:
-    """For a JSON result: the identifiers that are the keys of one object (two or more),
-    lower-cased: `{"credit_card_1": {...}, "gift_card_2": {...}}` lists two offers."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return []
-    out: list[set[str]] = []
-    todo = [doc]
-    while todo and len(out) < 1000:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            keyed = {str(k).lower() for k in node if choice.fullmatch(str(k))}
-            if len(keyed) >= 2:
-                out.append(keyed)
-            todo.extend(v for v in node.values() if isinstance(v, dict | list))
-    return out
-
-
-def _string_arguments(arguments: str) -> list[tuple[str, str]]:
-    """(name, value) of every string value in a call's JSON arguments, nested ones included."""
-    try:
-        doc = json.loads(arguments) if arguments else None
-    except (ValueError, RecursionError):
-        return []
-    out: list[tuple[str, str]] = []
-    todo: list[tuple[str, Any]] = [("", doc)]
-    while todo and len(out) < 200:
-        key, node = todo.pop(0)
-        if isinstance(node, dict):
-            todo.extend((str(k), v) for k, v in node.items())
-        elif isinstance(node, list):
-            todo.extend((key, v) for v in node)
-        elif isinstance(node, str) and key:
-            out.append((key, node))
-    return out
 
 
 FACTORY = DetectorFactory(

@@ -17,6 +17,7 @@ purpose.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -114,6 +115,7 @@ class HistoryLoss(Detector):
 
 class _HistoryLossRun(DetectorRun):
     __slots__ = (
+        "changes",
         "config",
         "detector",
         "last_llm",
@@ -135,6 +137,8 @@ class _HistoryLossRun(DetectorRun):
         self.summaries = 0
         self.tool_index = 0
         self.world = 0
+        # The changes made, each with the values its arguments gave (by its `world` number).
+        self.changes: list[tuple[int, frozenset[str]]] = []
         # By a hash of the canonical call. A plain dict keeps insertion order at a fraction of
         # OrderedDict's memory per entry; a read made again moves to the end by re-insertion.
         self.reads: dict[int, _Read] = {}
@@ -204,12 +208,29 @@ class _HistoryLossRun(DetectorRun):
             )
         ]
 
+    def _touched(self, since: int, read: Step, targets: frozenset[str]) -> bool:
+        """Whether a change made after world `since` touched what this read names: a value or
+        target of the change's arguments among the read's arguments and targets or in its
+        result (a re-read of what was changed checks the change), or a change no record of
+        which is left."""
+        if not self.changes or self.changes[0][0] > since + 1:
+            return True
+        named = _values(read.tool_arguments) | targets
+        result = read.tool_result[:100_000].lower()
+        return any(
+            world > since and (values & named or any(v in result for v in values))
+            for world, values in self.changes
+        )
+
     def _on_tool(self, step: Step, run: Run) -> list[Finding]:
         classifier = self.detector.classifier
         self.tool_index += 1
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING:
             self.world += 1
+            if len(self.changes) >= self.config.max_remembered_calls:
+                self.changes.pop(0)
+            self.changes.append((self.world, _values(step.tool_arguments) | action.targets))
             return []
         if step.failed or action.kind is not _READ:
             return []
@@ -219,7 +240,9 @@ class _HistoryLossRun(DetectorRun):
         self.reads[key] = _Read(self.tool_index, self.world, result, run.ref(step))
         if len(self.reads) > self.config.max_remembered_calls:
             del self.reads[next(iter(self.reads))]
-        if earlier is None or earlier.world != self.world or earlier.result != result:
+        if earlier is None or earlier.result != result:
+            return []
+        if earlier.world != self.world and self._touched(earlier.world, step, action.targets):
             return []
         gap = self.tool_index - earlier.index
         if gap < self.config.reacquire_min_gap_steps:
@@ -230,8 +253,8 @@ class _HistoryLossRun(DetectorRun):
                 rule="reacquire",
                 confidence=0.6,
                 message=(
-                    f"{step.tool_name} fetched again what it returned {gap} tool calls earlier, "
-                    f"with nothing changed in between"
+                    f"{step.tool_name}({short(step.tool_arguments, 120)}) fetched again what it "
+                    f"returned {gap} tool calls earlier, with nothing it names changed in between"
                 ),
                 evidence=[earlier.ref, step],
                 values={
@@ -243,6 +266,28 @@ class _HistoryLossRun(DetectorRun):
                 run=run,
             )
         ]
+
+
+def _values(arguments: str) -> frozenset[str]:
+    """The scalar values of a call's JSON arguments, at any depth, lower-cased (three
+    characters or more): what the call names."""
+    try:
+        doc = json.loads(arguments) if arguments.lstrip()[:1] in ("{", "[") else None
+    except (ValueError, RecursionError):
+        return frozenset()
+    found: set[str] = set()
+    todo: list[Any] = [doc]
+    while todo and len(found) < 256:
+        node = todo.pop()
+        if isinstance(node, dict):
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, str | int | float) and not isinstance(node, bool):
+            text = str(node).strip().lower()
+            if len(text) >= 3:
+                found.add(text)
+    return frozenset(found)
 
 
 FACTORY = DetectorFactory(

@@ -16,7 +16,16 @@ defaults):
   matches `escalation_tool_pattern`) after it told the user the request is not allowed
   (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle;
   `escalation_offered_after_refusal`: the same, where the agent offers the escalation in its
-  words (`escalation_offer_pattern`) rather than making it (reported once per run).
+  words (`escalation_offer_pattern`) rather than making it (reported once per run);
+- `offer_before_request`: the instructions forbid offering something unless the user asks
+  (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
+  voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
+- `change_with_unlisted_detail`: under the same instructions, a change the user did confirm
+  carries an identifier (`detail_value_pattern`) no turn named before (see
+  task_specification_details.py);
+- `change_before_prerequisites`: a change made before the agent obtained what the instructions
+  say to obtain first for changes of its verb (`prerequisite_pattern`; see
+  task_specification_prerequisites.py).
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so
@@ -26,51 +35,26 @@ a violation is reported whichever arrived first.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mast_otel.processors import conventions
-from mast_otel.processors.classify import ActionKind
-from mast_otel.processors.detectors.base import Detector, DetectorFactory, short
-from mast_otel.processors.detectors.policy import KeptCalls
-from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.detectors.task_specification_offer import optional
+from mast_otel.processors.detectors.task_specification_policy import (
+    AFFIRMATIVE,
+    CONFIRMATION_REQUIRED,
+    ESCALATE_ONLY,
+    ESCALATION_OFFER,
+    ESCALATION_TOOL,
+    NEGATIVE,
+    NO_PROACTIVE_OFFER,
+    OFFER,
+    OFFER_REQUEST,
+    PREREQUISITE,
+    REFUSAL,
+)
+from mast_otel.processors.detectors.task_specification_run import TaskSpecificationRun
 from mast_otel.processors.run import DetectorRun, Run
-
-# Read for every step: a module name is one lookup, an enum member read through its
-# class is several. Private to this module's per-step code.
-_MUTATING = ActionKind.MUTATING
-_ESCALATION = ActionKind.ESCALATION
-_TOOL = StepKind.TOOL
-_LLM = StepKind.LLM
-_HUMAN = StepKind.HUMAN
-_HANDOFF = StepKind.HANDOFF
-
-
-@dataclass(slots=True)
-class Policy:
-    allowed_tools: frozenset[str] | None
-    read_only: bool
-    max_steps: int
-    max_seconds: float
-    max_tokens: int
-
-
-def task_policy(config: TaskSpecificationConfig, attributes: dict[str, Any]) -> Policy:
-    """The run's policy: its own `mast.task.*` attributes over the configured defaults."""
-    allowed: Any = attributes.get(conventions.TASK_ALLOWED_TOOLS, config.allowed_tools)
-    if isinstance(allowed, str):
-        allowed = [t.strip() for t in allowed.split(",")]
-    tools = frozenset(str(t) for t in allowed if str(t)) if isinstance(allowed, list) else None
-    read_only = attributes.get(conventions.TASK_READ_ONLY, config.read_only)
-    max_steps = attributes.get(conventions.TASK_MAX_STEPS, config.max_steps)
-    return Policy(
-        allowed_tools=tools or None,
-        read_only=read_only is True or str(read_only).lower() == "true",
-        max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else 0,
-        max_seconds=config.max_seconds,
-        max_tokens=config.max_tokens,
-    )
 
 
 @dataclass
@@ -95,56 +79,44 @@ class TaskSpecificationConfig:
     # Instructions that require the user's explicit confirmation before a change
     # (case-insensitive regular expression over `mast.task.description`); "" turns the
     # `change_without_confirmation` rule off.
-    confirmation_required_pattern: str = (
-        r"explicit(ly)?\s+(\w+\s+){0,2}(confirm|confirmation|approv\w*|consent)|"
-        r"confirm(ation)?\s+(from the user\s+)?before\s+(taking|making|any|performing|executing)|"
-        r"(ask|wait)\s+for\s+(the user'?s?\s+)?(explicit\s+)?(approval|confirmation)\s+before|"
-        r"(must|always)\s+(first\s+)?(get|obtain|ask for|request)\s+(the user'?s?\s+)?"
-        r"(explicit\s+)?(approval|confirmation|consent)"
-    )
+    confirmation_required_pattern: str = CONFIRMATION_REQUIRED
     # Apply the confirmation rule only to conversations: runs where the user spoke again after
     # the task (a one-shot run, such as a coding agent's, is approved by its harness, if at
     # all, not in the transcript).
     confirmation_needs_conversation: bool = True
     # A user turn that agrees to what the agent proposed.
-    affirmative_pattern: str = (
-        r"\b(yes|yeah|yep|yup|confirm(ed)?|go ahead|proceed|approved?|do it|"
-        r"(looks|sounds) (good|right|correct|fine)|that'?s (right|correct|fine))\b"
-    )
+    affirmative_pattern: str = AFFIRMATIVE
     # A user turn that holds back ("no", "wait", "don't"): not an agreement even with a "yes"
     # further on ("no, I don't confirm").
-    negative_pattern: str = (
-        r"^\W*(no|nope|not yet|wait|hold on|stop)\b|\b(do not|don'?t) (proceed|go ahead|do it|"
-        r"confirm)\b"
-    )
+    negative_pattern: str = NEGATIVE
     # Instructions that allow escalating to a person only when a request cannot be handled;
     # "" turns the `escalation_after_refusal` rule off.
-    escalate_only_pattern: str = (
-        r"(transfer|escalat|hand\s*off|hand\s+over)\w*[^.\n]{0,120}\b(if and only if|only if|"
-        r"only when|only in case)\b"
-    )
+    escalate_only_pattern: str = ESCALATE_ONLY
     # Tool names of an escalation to a person, besides the calls the classifier calls
     # escalations.
-    escalation_tool_pattern: str = (
-        r"(transfer|escalat|handoff|hand_off|route)\w*(human|person|operator|live|supervisor|"
-        r"representative|staff)|(human|person|operator)\w*(transfer|escalat|handoff)"
-    )
+    escalation_tool_pattern: str = ESCALATION_TOOL
     # The agent offering to escalate to a person in its words; "" turns the offer rule off.
-    escalation_offer_pattern: str = (
-        r"\b(transfer|escalate|connect|hand)\w*\s+(you|this|your (request|case|issue))\s+"
-        r"(over\s+)?(to|with)\s+(a|an|our)\s+(human|live|real|person|supervisor|"
-        r"representative|specialist)"
-    )
+    escalation_offer_pattern: str = ESCALATION_OFFER
     # The agent telling the user a request is not allowed (its own refusal, by policy).
-    refusal_pattern: str = (
-        r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"
-        r"issue|update|offer|grant|approve|do)|i can(not|'t|not) (cancel|change|modify|process|"
-        r"remove|refund|issue|update|offer|grant|approve)|(cannot|can't|can not) be (cancel\w*|"
-        r"changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
-        r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|not (allowed|permitted) (by|under|"
-        r"according to)|against (the |our )?polic\w*|polic(y|ies) (does not|doesn't|do not|don't) "
-        r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
-    )
+    refusal_pattern: str = REFUSAL
+    # Instructions that forbid offering something unless the user asks for it; "" turns the
+    # `offer_before_request` rule off.
+    no_proactive_offer_pattern: str = NO_PROACTIVE_OFFER
+    # Instructions listing what the agent must obtain before a kind of change ("must first
+    # obtain the user id and the reason for cancellation"); "" turns the
+    # `change_before_prerequisites` rule off. The group `items` holds the list.
+    prerequisite_pattern: str = PREREQUISITE
+    # An argument value that is a detail the user must have been told of before agreeing to a
+    # change (an identifier: a name and a number, such as a payment method's id); "" turns the
+    # `change_with_unlisted_detail` rule off.
+    detail_value_pattern: str = r"\b(?P<kind>[a-z][a-z_.-]{2,40}?)[_.-]?\d{3,}\b"
+    # Argument names whose values are the agent's own to write (a summary, a note).
+    free_argument_pattern: str = r"summary|note|comment|reason|message|description|title|body"
+    # The agent offering such a thing in its words to the user (not when negated: "I cannot
+    # offer ...").
+    offer_pattern: str = OFFER
+    # A user turn asking for such a thing (after which an offer is an answer).
+    offer_request_pattern: str = OFFER_REQUEST
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -156,6 +128,12 @@ class TaskSpecificationConfig:
             "escalation_tool_pattern",
             "escalation_offer_pattern",
             "refusal_pattern",
+            "no_proactive_offer_pattern",
+            "offer_pattern",
+            "offer_request_pattern",
+            "prerequisite_pattern",
+            "detail_value_pattern",
+            "free_argument_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -177,340 +155,26 @@ class TaskSpecification(Detector):
         super().__init__(config, context)
         flags = re.IGNORECASE
         c = self.config
-        self.confirmation_required = (
-            re.compile(c.confirmation_required_pattern, flags)
-            if c.confirmation_required_pattern
-            else None
-        )
+        self.confirmation_required = optional(c.confirmation_required_pattern)
         self.affirmative = re.compile(c.affirmative_pattern, flags)
         self.negative = re.compile(c.negative_pattern, flags)
-        self.escalate_only = (
-            re.compile(c.escalate_only_pattern, flags) if c.escalate_only_pattern else None
-        )
+        self.escalate_only = optional(c.escalate_only_pattern)
         self.escalation_tool = re.compile(c.escalation_tool_pattern, flags)
-        self.escalation_offer = (
-            re.compile(c.escalation_offer_pattern, flags) if c.escalation_offer_pattern else None
-        )
+        self.escalation_offer = optional(c.escalation_offer_pattern)
         self.refusal = re.compile(c.refusal_pattern, flags)
+        self.no_proactive_offer = optional(c.no_proactive_offer_pattern)
+        self.offer = optional(c.offer_pattern)
+        self.offer_request = re.compile(c.offer_request_pattern, flags)
+        self.prerequisite = optional(c.prerequisite_pattern)
+        self.detail_value = optional(c.detail_value_pattern)
+        self.free_argument = re.compile(c.free_argument_pattern, flags)
 
     def affirms(self, text: str) -> bool:
         """A user turn that agrees to what was proposed."""
         return bool(self.affirmative.search(text)) and not self.negative.search(text)
 
     def open(self, run: Run) -> DetectorRun:
-        return _TaskSpecificationRun(self)
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A call that breaks the run's instructions if they hold the clause its rule names;
-    decided at close, when the instructions (on the root span) are known."""
-
-    rule: str
-    ref: StepRef
-    message: str
-    values: dict[str, Any]
-
-
-class _TaskSpecificationRun(DetectorRun):
-    __slots__ = (
-        "budgets_reported",
-        "config",
-        "detector",
-        "failed_change",
-        "findings",
-        "kept",
-        "offered",
-        "pending",
-        "policy",
-        "policy_version",
-        "proposal",
-        "refusal",
-        "reported",
-        "steps",
-        "tokens",
-        "user_text",
-        "user_turns",
-    )
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN, StepKind.HANDOFF})
-
-    def __init__(self, detector: TaskSpecification) -> None:
-        self.detector = detector
-        self.config = detector.config
-        self.reported: set[tuple[str, str]] = set()  # (rule, span id)
-        # The calls kept for the check at close: those of each tool and the changes it can
-        # still report.
-        self.kept = KeptCalls(
-            self.config.max_findings_per_run,
-            self.reported,
-            "tool_not_allowed",
-            "mutation_in_read_only_task",
-        )
-        self.budgets_reported: set[str] = set()
-        self.steps = 0
-        self.tokens = 0
-        self.findings = 0
-        # The policy read from the run's attributes, kept until they change.
-        self.policy: Policy | None = None
-        self.policy_version = -1
-        # The last user turn; whether the agent proposed something new since (a text turn
-        # with no call); a change that failed in this user turn (tool, arguments); the agent's
-        # first refusal (its words); the calls decided at close.
-        self.user_text = ""
-        self.user_turns = 0
-        self.proposal = False
-        self.failed_change: tuple[str, str] | None = None
-        self.refusal = ""
-        self.offered = False
-        self.pending: list[_Pending] = []
-
-    def _policy(self, run: Run) -> Policy:
-        if self.policy is None or self.policy_version != run.attributes_version:
-            self.policy = task_policy(self.config, run.attributes)
-            self.policy_version = run.attributes_version
-        return self.policy
-
-    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        policy = self._policy(run)
-        findings: list[Finding] = []
-        self.steps += 1
-        self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
-        if policy.max_steps or policy.max_tokens or policy.max_seconds:
-            findings.extend(self._budgets(step, run, policy))
-        if step.kind is _TOOL and step.tool_name:
-            action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-            mutating = action.kind is _MUTATING
-            if policy.allowed_tools is not None or (policy.read_only and mutating):
-                findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
-            self.kept.keep(step, mutating, run, step.tool_name, None)
-            if mutating:
-                self._change(step, run)
-            else:
-                self._escalation(step, run, action.kind is _ESCALATION)
-        elif step.kind is _HANDOFF and step.tool_name:
-            self._escalation(step, run)
-        elif step.kind is _HUMAN:
-            self._user_turn(step.input_text or step.output_text)
-        elif step.kind is _LLM:
-            if step.input_text and step.input_text != self.user_text:
-                self._user_turn(step.input_text)
-            if step.output_text:
-                if not step.tool_calls:
-                    self.proposal = True
-                if not self.refusal:
-                    found = self.detector.refusal.search(step.output_text)
-                    if found:
-                        self.refusal = _sentence(step.output_text, found)
-                self._offer(step, run)
-        return findings
-
-    def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
-        """A call that escalates to a person (so classified, or by its tool name), after the
-        agent's own refusal: held for the escalate-only clause."""
-        if self.refusal and (escalation or self.detector.escalation_tool.search(step.tool_name)):
-            self._hold(
-                "escalation_after_refusal",
-                step,
-                run,
-                f"{step.tool_name} escalated to a person after the agent had told the user "
-                f"the request is not allowed ({self.refusal!r}); the "
-                "instructions allow escalating only what cannot be handled",
-                {"tool": step.tool_name, "refusal": self.refusal},
-            )
-
-    def _offer(self, step: Step, run: Run) -> None:
-        """An escalation offered in words after the agent's own refusal (once per run)."""
-        offer = self.detector.escalation_offer
-        if offer is None or not self.refusal or self.offered:
-            return
-        found = offer.search(step.output_text)
-        if found is None:
-            return
-        self.offered = True
-        said = _sentence(step.output_text, found)
-        self._hold(
-            "escalation_offered_after_refusal",
-            step,
-            run,
-            f"the agent offered to escalate to a person ({said!r}) after telling the user the "
-            f"request is not allowed ({self.refusal!r}); the instructions allow escalating "
-            "only what cannot be handled",
-            {"offer": said, "refusal": self.refusal},
-        )
-
-    def _user_turn(self, text: str) -> None:
-        if not text:
-            return
-        self.user_text = text
-        self.user_turns += 1
-        self.proposal = False
-        self.failed_change = None
-
-    def _change(self, step: Step, run: Run) -> None:
-        """A mutating call: held for the confirmation rule when nothing confirmed it."""
-        call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
-        said = short(self.user_text, 200)
-        why = ""
-        if not self.user_text:
-            why = "no user turn came before it"
-        elif self.proposal:
-            why = f"the agent proposed something new after the user's last turn ({said!r})"
-        elif self.failed_change is not None and self.failed_change != (
-            step.tool_name,
-            step.tool_arguments,
-        ):
-            why = (
-                f"it retries a failed {self.failed_change[0]} with other arguments, which the "
-                f"user's last turn ({said!r}) did not see"
-            )
-        elif not self.detector.affirms(self.user_text):
-            why = f"the user's last turn does not confirm it: {said!r}"
-        if step.failed:
-            self.failed_change = (step.tool_name, step.tool_arguments)
-        if why:
-            self._hold(
-                "change_without_confirmation",
-                step,
-                run,
-                f"{call} changed the system without the user's explicit confirmation, which the "
-                f"instructions require: {why}",
-                {"call": call, "last_user_turn": said},
-            )
-
-    def _hold(self, rule: str, step: Step, run: Run, message: str, values: dict[str, Any]) -> None:
-        if len(self.pending) < self.config.max_findings_per_run:
-            self.pending.append(_Pending(rule, run.ref(step), message, values))
-
-    def on_close(self, run: Run) -> Iterable[Finding]:
-        policy = task_policy(self.config, run.attributes)
-        findings: list[Finding] = []
-        for call in self.kept.calls:
-            findings.extend(self._check_call(call.ref, call.mutating, call.arguments, run, policy))
-        if self.pending:
-            instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-            clauses = {
-                "change_without_confirmation": self.detector.confirmation_required,
-                "escalation_after_refusal": self.detector.escalate_only,
-                "escalation_offered_after_refusal": self.detector.escalate_only,
-            }
-            one_shot = self.config.confirmation_needs_conversation and self.user_turns < 2
-            for held in self.pending:
-                if one_shot and held.rule == "change_without_confirmation":
-                    continue
-                clause = clauses[held.rule]
-                found = clause.search(instructions) if clause is not None else None
-                if found is None:
-                    continue
-                values = {**held.values, "instruction": _sentence(instructions, found)}
-                findings.extend(self._once(held.ref, held.rule, 0.8, held.message, values, run))
-        if (
-            policy.max_steps
-            and self.steps > policy.max_steps
-            and "step_budget" not in self.budgets_reported
-        ):
-            last = run.window[-1] if run.window else None
-            if last is not None:
-                findings.extend(
-                    self._budget_finding(last, run, "step_budget", self.steps, policy.max_steps)
-                )
-        return findings
-
-    def _check_call(
-        self, step: Step | StepRef, mutating: bool, arguments: str, run: Run, policy: Policy
-    ) -> list[Finding]:
-        out = []
-        if policy.allowed_tools is not None and step.tool_name not in policy.allowed_tools:
-            out.extend(
-                self._once(
-                    step,
-                    "tool_not_allowed",
-                    0.9,
-                    f"{step.tool_name} is not among the task's allowed tools",
-                    {"tool": step.tool_name, "allowed_tools": sorted(policy.allowed_tools)},
-                    run,
-                )
-            )
-        if policy.read_only and mutating:
-            out.extend(
-                self._once(
-                    step,
-                    "mutation_in_read_only_task",
-                    0.9,
-                    f"{step.tool_name}({short(arguments, 120)}) changed the system in a "
-                    "read-only task",
-                    {"tool": step.tool_name, "arguments": short(arguments)},
-                    run,
-                )
-            )
-        return out
-
-    def _budgets(self, step: Step, run: Run, policy: Policy) -> list[Finding]:
-        out = []
-        if policy.max_steps and self.steps > policy.max_steps:
-            out.extend(self._budget_finding(step, run, "step_budget", self.steps, policy.max_steps))
-        if policy.max_tokens and self.tokens > policy.max_tokens:
-            out.extend(
-                self._budget_finding(step, run, "token_budget", self.tokens, policy.max_tokens)
-            )
-        if policy.max_seconds and run.start_ns:
-            elapsed = (step.end_ns - run.start_ns) / 1e9
-            if elapsed > policy.max_seconds:
-                out.extend(
-                    self._budget_finding(
-                        step, run, "time_budget", round(elapsed, 3), policy.max_seconds
-                    )
-                )
-        return out
-
-    def _budget_finding(
-        self, step: Step, run: Run, rule: str, used: float, budget: float
-    ) -> list[Finding]:
-        if rule in self.budgets_reported:
-            return []
-        self.budgets_reported.add(rule)
-        what = rule.split("_")[0]
-        return self._once(
-            step,
-            rule,
-            0.95,
-            f"the run passed its {what} budget ({used} > {budget})",
-            {"used": used, "budget": budget},
-            run,
-        )
-
-    def _once(
-        self,
-        step: Step | StepRef,
-        rule: str,
-        confidence: float,
-        message: str,
-        values: dict[str, Any],
-        run: Run,
-    ) -> list[Finding]:
-        key = (rule, step.span_id)
-        if key in self.reported or self.findings >= self.config.max_findings_per_run:
-            return []
-        self.reported.add(key)
-        self.findings += 1
-        return [self.detector.finding(step, rule, confidence, message, [step], values, run)]
-
-
-def _sentence(text: str, found: re.Match[str], before: int = 60, after: int = 100) -> str:
-    """The words around a match, within its sentence (or line), for the evidence."""
-    start = max(
-        text.rfind(". ", 0, found.start()) + 2,
-        text.rfind("\n", 0, found.start()) + 1,
-        found.start() - before,
-        0,
-    )
-    ends = [i for i in (text.find(". ", found.end()), text.find("\n", found.end())) if i >= 0]
-    end = min([*ends, found.end() + after, len(text)])
-    cut = text[start:end].strip()
-    if start > 0 and text[start - 1] not in ".\n ":
-        cut = "…" + cut
-    if end < len(text) and text[end] not in ".\n":
-        cut += "…"
-    return cut
+        return TaskSpecificationRun(self)
 
 
 FACTORY = DetectorFactory(

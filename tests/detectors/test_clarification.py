@@ -5,7 +5,9 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.model import Step
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.steps import TASK, RunBuilder, analyse, rules
 
@@ -144,3 +146,125 @@ def test_fm22_real_run_charges_the_only_credit_card_among_certificates_and_a_gif
     assert "gift_card_5094406" in found[0].evidence["others"]
     # Run 70: the user says "use the gift card", the profile's only one: silent.
     assert tau_findings(70, "FM-2.2") == []
+
+
+# --- offers the instructions rule out, and a kind the agent names --------------------------
+
+CLINIC_POLICY = (
+    "You book and move appointments for the clinic. If the appointment slot is moved, the "
+    "patient must give one insurance plan for payment; vouchers cannot pay for a move."
+)
+PATIENT = (
+    '{"patient": "p_77", "payment": {"insurance_40210": {"carrier": "acme"}, '
+    '"voucher_55120": {"balance": 20}}}'
+)
+
+
+def _move(policy: str, wallet: str = PATIENT, tool: str = "update_appointment_slot") -> list[Step]:
+    """A clinic's booking agent moves an appointment and pays with the insurance plan, the
+    patient's one plan beside a voucher."""
+    run = RunBuilder(agent="clinic")
+    run.human("Please move my appointment A-19 to Friday.")
+    run.llm(input_text="Please move my appointment A-19 to Friday.", calls=("get_patient",))
+    run.tool("get_patient", {"patient": "p_77"}, wallet)
+    run.llm(input_text="Please move my appointment A-19 to Friday.", output="Friday 10:00 is free.")
+    run.human("Great, go ahead.")
+    run.llm(input_text="Great, go ahead.", calls=(tool,))
+    run.tool(tool, {"appointment": "A-19", "day": "fri", "payment_id": "insurance_40210"}, "ok")
+    return [*run.steps, run.root(**{conventions.TASK_DESCRIPTION: policy})]
+
+
+def test_fm22_an_offer_the_instructions_rule_out_leaves_a_forced_choice():
+    # The policy allows only an insurance plan to pay for a moved slot: the voucher is no
+    # option, and the one plan left was not a choice made unasked.
+    assert rules(_move(CLINIC_POLICY), mode="FM-2.2") == []
+
+
+def test_fm22_instructions_that_restrict_nothing_here_leave_the_choice_unasked():
+    # Near misses: a policy that names no kind of payment for a moved slot, a tool that
+    # changes another thing, two allowed plans, and the rule turned off: all still report.
+    silent_policy = "You book and move appointments for the clinic. Be kind."
+    assert rules(_move(silent_policy), mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+    other_tool = _move(CLINIC_POLICY, tool="update_appointment_reminder")
+    assert rules(other_tool, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+    two_plans = PATIENT.replace('"voucher_55120"', '"insurance_55120"')
+    assert rules(_move(CLINIC_POLICY, wallet=two_plans), mode="FM-2.2") == [
+        ("FM-2.2", "unasked_choice")
+    ]
+    config = DetectorsConfig()
+    config.clarification.instructions_restrict_offers = False
+    assert rules(_move(CLINIC_POLICY), config, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+
+
+def test_fm22_the_agent_naming_the_only_one_of_its_kind_puts_it_to_the_user():
+    # "I will refund it to your card" with one card in the wallet: the user's yes chose it.
+    said = _keyed_refund_told("I can refund order 5512 to your card. Shall I?", "Yes.")
+    assert rules(said.steps, mode="FM-2.2") == []
+    # Near miss: two cards; "your card" names neither.
+    two = KEYED_WALLET.replace('"voucher_20411"', '"card_20411"')
+    vague = _keyed_refund_told("I can refund order 5512 to your card. Shall I?", "Yes.", two)
+    assert rules(vague.steps, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+
+
+def _keyed_refund_told(agent_said: str, user_turn: str, wallet: str = KEYED_WALLET) -> RunBuilder:
+    run = RunBuilder(agent="support")
+    run.human("Refund order 5512 please.")
+    run.llm(input_text="Refund order 5512 please.", calls=("get_customer",))
+    run.tool("get_customer", {"customer": "c_118"}, wallet)
+    run.llm(input_text="Refund order 5512 please.", output=agent_said)
+    run.human(user_turn)
+    run.llm(input_text=user_turn, calls=("create_refund",))
+    run.tool("create_refund", {"order": "5512", "payment_method": "card_77310"}, "refunded")
+    return run
+
+
+@needs_tau
+def test_fm22_real_run_paying_a_flight_change_with_the_only_allowed_kind_is_silent():
+    # Run 56 pays a flight change with gift_card_8887175; the profile's other method is a
+    # certificate, which the policy's "if the flights are changed, the user needs to provide
+    # one gift card or credit card" rules out: no choice was made.
+    assert tau_findings(56, "FM-2.2") == []
+
+
+# --- a count nobody spoke of ----------------------------------------------------------------
+
+
+def _hotel(turns: list[str], args: dict[str, object]) -> list[Step]:
+    """A hotel's booking agent talks with a guest, then books a room."""
+    run = RunBuilder(agent="hotel")
+    for turn in turns:
+        run.human(turn)
+        run.llm(input_text=turn, output="Certainly. Which dates?")
+    run.llm(input_text=turns[-1], calls=("book_room",))
+    run.tool("book_room", args, '{"booking": "BK-5521"}')
+    return run.steps
+
+
+def test_fm22_a_count_no_turn_spoke_of_was_assumed():
+    turns = ["I need a room in Lisbon from 4 June.", "A double room, please."]
+    found = [f for f in analyse(_hotel(turns, {"city": "lisbon", "nights": 3}))[0]]
+    found = [f for f in found if f.mode == "FM-2.2"]
+    assert [f.rule for f in found] == ["unmentioned_count"]
+    assert "nights=3" in found[0].message and found[0].evidence["argument"] == "nights"
+
+
+def test_fm22_a_count_spoken_of_or_in_a_one_shot_task_is_silent():
+    # the guest said how many nights; "night" and "nights" are one subject
+    said = ["I need a room in Lisbon for three nights.", "A double room, please."]
+    assert rules(_hotel(said, {"city": "lisbon", "nights": 3}), mode="FM-2.2") == []
+    # a count word only ("total_guests"): the guests were spoken of
+    guests = ["A room in Lisbon for me and one guest.", "From 4 June."]
+    assert rules(_hotel(guests, {"city": "lisbon", "total_guests": 2}), mode="FM-2.2") == []
+    # zero is no assumption, and a one-shot task is no conversation
+    turns = ["I need a room in Lisbon from 4 June.", "A double room, please."]
+    assert rules(_hotel(turns, {"city": "lisbon", "extra_beds": 0}), mode="FM-2.2") == []
+    one = _hotel(["Book a room in Lisbon from 4 June."], {"city": "lisbon", "nights": 3})
+    assert rules(one, mode="FM-2.2") == []
+
+
+@needs_tau
+def test_fm22_real_run_books_bags_nobody_spoke_of():
+    # Run 0 books total_baggages=3 although neither the agent nor the user ever spoke of bags
+    # (labelled FM-2.2 at message 20).
+    found = [f for f in tau_findings(0, "FM-2.2") if f.rule == "unmentioned_count"]
+    assert found and "total_baggages=3" in found[0].message

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.imported import codex_findings
 from tests.steps import GET_PODS, PODS_BAD, RunBuilder, analyse, modes, only
 
@@ -190,3 +191,46 @@ def test_codex_compaction_is_a_step_detectors_read_as_a_summary(tmp_path):
     compactions = [s for s in steps_of(run) if s.name == "compacted"]
     assert len(compactions) == 1 and compactions[0].agent == "codex"
     assert re.search(HistoryLossConfig().summary_pattern, compactions[0].name)
+
+
+# --- a change in between that touched something else -----------------------------------------
+
+
+def _ticket_desk(change: dict[str, Any]) -> RunBuilder:
+    """A helpdesk agent lists a customer's open tickets, works on, changes one thing, and lists
+    the same tickets again, unchanged."""
+    run = RunBuilder(agent="helpdesk")
+    listing = '[{"ticket_id": "T-88", "status": "open"}, {"ticket_id": "T-91", "status": "open"}]'
+    run.tool("list_tickets", {"customer_id": "C-204", "status": "open"}, listing)
+    for i in range(9):
+        run.tool("get_article", {"article_id": f"KB-{i}"}, f"article {i}")
+    run.tool(change["tool"], change["args"], "ok")
+    run.tool("list_tickets", {"customer_id": "C-204", "status": "open"}, listing)
+    return run
+
+
+def test_fm14_a_reread_after_a_change_to_something_else_is_history_loss():
+    # The change closed ticket T-12 of another customer: the open list of C-204 did not
+    # depend on it, and listing it again re-fetched what the agent had.
+    run = _ticket_desk({"tool": "update_ticket", "args": {"ticket_id": "T-12", "status": "closed"}})
+    loss = only(analyse(run.steps)[0], "FM-1.4")
+    assert modes(loss) == [("FM-1.4", "reacquire")]
+    assert "list_tickets" in loss[0].message and "C-204" in loss[0].message
+
+
+def test_fm14_a_reread_of_what_a_change_touched_is_a_check():
+    # The change touched T-91, which the listing holds, or the customer the listing names:
+    # the re-read checks the change.
+    listed = {"tool": "update_ticket", "args": {"ticket_id": "T-91", "status": "closed"}}
+    assert only(analyse(_ticket_desk(listed).steps)[0], "FM-1.4") == []
+    named = {"tool": "update_customer", "args": {"customer_id": "C-204", "tier": "gold"}}
+    assert only(analyse(_ticket_desk(named).steps)[0], "FM-1.4") == []
+
+
+@needs_tau
+def test_fm14_real_run_searches_again_after_cancelling_another_reservation():
+    # Run 33 searches MSP-EWR on 2024-05-25 at message 22 and again at 54, as if new; the
+    # cancellation of S61CZX in between touched no flight the search names.
+    found = tau_findings(33, "FM-1.4")
+    assert found and found[0].rule == "reacquire"
+    assert '"date":"2024-05-25"' in found[0].message

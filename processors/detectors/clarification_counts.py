@@ -1,0 +1,76 @@
+"""FM-2.2's `unmentioned_count` watch: a change that sets a number nobody spoke of.
+
+In a conversation, a change that sets a positive count (an integer argument: `seats`,
+`total_baggages`, `nights`) whose subject (the argument name's words other than count words
+such as `total` or `number`) no turn of the conversation mentioned, neither the user's nor the
+agent's, was set on an assumption: the agent never asked how many, and the user never said.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_WORD = re.compile(r"[a-z]+")
+# Words remembered per run (a bound on memory; past it, nothing more is learnt).
+MAX_WORDS = 50_000
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+class CountWatch:
+    """The words of the conversation, to tell a count no turn spoke of."""
+
+    __slots__ = ("prefix", "qualifiers", "turns", "words")
+
+    def __init__(self, qualifiers: list[str], prefix: int) -> None:
+        self.qualifiers = frozenset(q.lower() for q in qualifiers)
+        # Two words are one subject when they share this many first letters ("bag",
+        # "baggage"), or are the same when shorter.
+        self.prefix = prefix
+        self.words: set[str] = set()
+        self.turns = 0
+
+    def user_turn(self, text: str) -> None:
+        self.turns += 1
+        self.spoken(text)
+
+    def spoken(self, text: str) -> None:
+        if text and len(self.words) < MAX_WORDS:
+            self.words |= {_stem(w) for w in _WORD.findall(text.lower())}
+
+    def unmentioned(self, arguments: str, min_turns: int) -> tuple[str, int, list[str]] | None:
+        """The first (argument, value, subject words) of a positive count whose subject no
+        turn mentioned, once the user has spoken `min_turns` times."""
+        if self.turns < min_turns or not arguments.lstrip().startswith("{"):
+            return None
+        try:
+            parsed = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(parsed, dict):
+            return None
+        for key, value in list(parsed.items())[:64]:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                continue
+            subject = [_stem(w) for w in _WORD.findall(str(key).lower().replace("_", " "))]
+            subject = [w for w in subject if w not in self.qualifiers]
+            if subject and not any(self._mentioned(w) for w in subject):
+                return str(key), value, subject
+        return None
+
+    def _mentioned(self, word: str) -> bool:
+        head = word[: self.prefix]
+        return any(
+            w == word or (len(head) == self.prefix and w.startswith(head)) for w in self.words
+        )
+
+
+def message(tool: str, key: str, value: int, subject: list[str]) -> str:
+    """What an `unmentioned_count` finding says."""
+    return (
+        f"{tool} set {key}={value}, though no turn of the conversation spoke of "
+        f"{' '.join(subject)}: the agent assumed the number instead of asking"
+    )

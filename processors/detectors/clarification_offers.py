@@ -1,0 +1,144 @@
+"""What FM-2.2's `unasked_choice` reads in a run: the tokens of what was said, the offers a
+tool result lists (identifiers of one kind, or the keys of one object side by side) with the
+other values of the object that holds each (a card's last four digits), a call's string
+arguments, and the kinds of offer the run's instructions allow for one kind of change."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from mast_otel.processors import conventions
+from mast_otel.processors.classify import name_words
+
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
+DIGITS = re.compile(r"\d{4,}")
+
+
+def tokens(text: str) -> set[str]:
+    """Lower-cased tokens of a text (ids kept whole: "credit_card_7815826"), and its runs of
+    four or more digits ("ending in 7815")."""
+    return {t.lower() for t in _TOKEN.findall(text)} | set(DIGITS.findall(text))
+
+
+def objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[str]]]:
+    """For a JSON result: each identifier that is a value of an object, with the object's
+    other scalar values (lower-cased, three characters or more)."""
+    if not text or text.lstrip()[:1] not in ("{", "["):
+        return []
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    out: list[tuple[str, set[str]]] = []
+    todo = [doc]
+    while todo and len(out) < 1000:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            scalars = [
+                str(v).lower()
+                for v in node.values()
+                if isinstance(v, str | int | float) and not isinstance(v, bool)
+            ]
+            for value in scalars:
+                if choice.fullmatch(value):
+                    out.append((value, {s for s in scalars if s != value and len(s) >= 3}))
+            todo.extend(v for v in node.values() if isinstance(v, dict | list))
+    return out
+
+
+def keyed_side_by_side(text: str, choice: re.Pattern[str]) -> list[set[str]]:
+    """For a JSON result: the identifiers that are the keys of one object (two or more),
+    lower-cased: `{"credit_card_1": {...}, "gift_card_2": {...}}` lists two offers."""
+    if not text or text.lstrip()[:1] not in ("{", "["):
+        return []
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    out: list[set[str]] = []
+    todo = [doc]
+    while todo and len(out) < 1000:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            keyed = {str(k).lower() for k in node if choice.fullmatch(str(k))}
+            if len(keyed) >= 2:
+                out.append(keyed)
+            todo.extend(v for v in node.values() if isinstance(v, dict | list))
+    return out
+
+
+def string_arguments(arguments: str) -> list[tuple[str, str]]:
+    """(name, value) of every string value in a call's JSON arguments, nested ones included."""
+    try:
+        doc = json.loads(arguments) if arguments else None
+    except (ValueError, RecursionError):
+        return []
+    out: list[tuple[str, str]] = []
+    todo: list[tuple[str, Any]] = [("", doc)]
+    while todo and len(out) < 200:
+        key, node = todo.pop(0)
+        if isinstance(node, dict):
+            todo.extend((str(k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            todo.extend((key, v) for v in node)
+        elif isinstance(node, str) and key:
+            out.append((key, node))
+    return out
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def _stem(word: str) -> str:
+    """A word without its plural ending: "cards" and "card", "flights" and "flight"."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def kind_words(kind: str) -> tuple[str, ...]:
+    """The words of an offer's kind (`gift_card` gives gift, card), stemmed."""
+    return tuple(_stem(w) for w in _WORD.findall(kind.lower()))
+
+
+def kind_of(choice: re.Pattern[str] | None, value: str) -> str:
+    """The kind of an identifier (`gift_card` of `gift_card_7815826`), lower-cased."""
+    match = choice.fullmatch(value) if choice is not None else None
+    return match.group("kind").lower() if match else ""
+
+
+def instructions_of(attributes: dict[str, Any]) -> str | None:
+    """The run's instructions (`mast.task.description`), once known."""
+    text = attributes.get(conventions.TASK_DESCRIPTION)
+    return text if isinstance(text, str) else None
+
+
+def allowed_kinds(instructions: str, tool_name: str, argument: str, kinds: set[str]) -> set[str]:
+    """The kinds of offer (of `kinds`) the run's instructions allow for this tool's argument:
+    those named by the sentences that name both the thing the tool changes (the last word of
+    its name: `update_order_items` changes items) and the argument (the words of its name but
+    `id`: `payment_id` is a payment), and at least one of `kinds`. Empty when no sentence does,
+    or when the tool's name is one word: then the instructions restrict nothing.
+
+    "Payment: if the flights are changed, the user needs to provide one gift card or credit
+    card" allows `gift_card` and `credit_card` as the `payment_id` of
+    `update_reservation_flights`, not `certificate`."""
+    words = name_words(tool_name)
+    argument_words = {_stem(w) for w in _WORD.findall(argument.lower())} - {"id", "ids"}
+    if len(words) < 2 or not argument_words or not instructions or not kinds:
+        return set()
+    thing = _stem(words[-1])
+    wanted = {kind: kind_words(kind) for kind in kinds}
+    allowed: set[str] = set()
+    for sentence in _SENTENCE_END.split(instructions[:100_000]):
+        said = {_stem(w) for w in _WORD.findall(sentence.lower())}
+        if thing not in said or not argument_words <= said:
+            continue
+        named = {kind for kind, parts in wanted.items() if parts and all(p in said for p in parts)}
+        allowed |= named
+    return allowed
