@@ -188,6 +188,8 @@ class _Batch:
     size: int = 0
     # Whether its records' values must be scanned for secrets (see `Redactor.needs_scan`).
     scan: bool = True
+    # When its request arrived, on the pipeline's clock (a request replayed by a worker).
+    now: float | None = None
 
 
 class _Ledger:
@@ -422,14 +424,30 @@ class Pipeline:
         stored: bool = False,
         scan: bool = True,
         size: int = 0,
+        now: float | None = None,
     ) -> None:
         """Queue records decoded and spooled elsewhere (a worker process of a sharded
         collector, which bounds what it takes), or `kind="call"` with one callable to run on
-        the pipeline's thread in turn."""
+        the pipeline's thread in turn. `now`: when a replayed request arrived, on the
+        pipeline's clock; the windows' clock follows it until `replay_finished`."""
         with self._queue_lock:
             self._queued_items += len(items)
             self._queued_bytes += size
-        self._queue.put(_Batch(kind, items, entry, replayed, stored, size, scan))
+        self._queue.put(_Batch(kind, items, entry, replayed, stored, size, scan, now))
+
+    def replay_finished(self) -> None:
+        """The windows' clock is the clock again (after requests `put` with `now`)."""
+        self._replay_now = None
+
+    def close_runs_holding(self, segment: int) -> int:
+        """Close and analyse the runs holding a spool segment (the spool is past its share,
+        see `_relieve_spool`); returns how many."""
+        runs = self._ledger.runs_holding(segment) if self._ledger is not None else []
+        if runs and not self.exporter.failing:
+            self.stats.runs_closed_for_spool += len(runs)
+            self._emit(self._guarded(lambda: self.windows.close_runs(runs, "spool_full")))
+            return len(runs)
+        return 0
 
     # -- the worker ---------------------------------------------------------------------------
 
@@ -456,7 +474,8 @@ class Pipeline:
         end was seen are closed; the others stay in the spool and resume at the next start. In
         durable mode what the store refuses stays in the spool too. Returns (and keeps in
         `stop_report`) what was left undone, if anything."""
-        durable = self.spool is not None
+        # A worker process of a sharded collector has a ledger and no spool of its own.
+        durable = self._ledger is not None
         report = StopReport(durable=durable)
         with self._queue_lock:
             self._stop.set()
@@ -562,7 +581,9 @@ class Pipeline:
         with self._queue_lock:
             self._queued_items -= len(batch.items)
             self._queued_bytes -= batch.size
-        self._process(batch)
+        if batch.now is not None:
+            self._replay_now = batch.now
+        self._process(batch, batch.now)
 
     def _process(self, batch: _Batch, now: float | None = None) -> None:
         try:

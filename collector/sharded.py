@@ -329,11 +329,16 @@ class ShardWorker:
         if signal == "control":
             self._control(json.loads(data))
             return
-        seq, segment, flags, _arrived = _PART.unpack_from(data)
+        seq, segment, flags, arrived = _PART.unpack_from(data)
         payload = data[_PART.size :]
         replayed = bool(flags & _REPLAYED)
+        now: float | None = None
         if replayed:
             self._replayed += 1
+            # A rebuilt run's idle time counts from when its requests arrived (the last write
+            # of their spool segment), not from the restart, as in one process.
+            age = min(max(0.0, time.time() - arrived), self.config.windows.idle_timeout_s)
+            now = pipeline.clock() - age
         try:
             items: list[Any]
             if signal == "traces":
@@ -362,6 +367,7 @@ class ShardWorker:
             stored=bool(flags & _STORED),
             scan=scan,
             size=len(payload),
+            now=now,
         )
 
     def _control(self, message: dict[str, Any]) -> None:
@@ -376,12 +382,16 @@ class ShardWorker:
                     pipeline.windows.mark_closed(trace_id)
 
             pipeline.put("call", [mark])
+        if message.get("relieve") is not None:
+            segment = int(message["relieve"])
+            pipeline.put("call", [lambda: pipeline.close_runs_holding(segment)])
         if "replay_end" in message:
             token = message["replay_end"]
             replayed = self._replayed
             self._replayed = 0
 
             def done() -> None:
+                pipeline.replay_finished()
                 log.info(
                     "worker %d: replay done: %d request(s), %d run(s) rebuilt and open",
                     self.shard,
@@ -444,6 +454,8 @@ class ShardedStats:
     replayed_requests: int = 0
     worker_replays: int = 0
     stale_reports: int = 0
+    # Times workers were asked to close the runs holding the oldest spool segment.
+    spool_reliefs: int = 0
 
 
 class ShardedPipeline:
@@ -504,6 +516,8 @@ class ShardedPipeline:
         self._generation = [0] * self.workers
         # Sequence numbers handed to workers (replayed at a restart only if handed over).
         self._given: set[int] = set()
+        # (segment, shard, generation) asked to close the runs holding a segment.
+        self._relieving: set[tuple[int, int, int]] = set()
         self._seq = 0
         self._stopping = threading.Event()
         self._replay_done = threading.Event()
@@ -731,7 +745,8 @@ class ShardedPipeline:
             stored = entry.seq in journal.stored or parts_stored.get(entry.seq, True)
             flags = _REPLAYED | (_STORED if stored else 0)
             replayed += 1
-            yield signal, _PART.pack(entry.seq, entry.segment, flags, time.time()) + part
+            written = self.spool.written_at(entry.segment) or time.time()
+            yield signal, _PART.pack(entry.seq, entry.segment, flags, written) + part
         log.info("worker %d restarted: %d spooled request(s) replayed to it", shard, replayed)
         yield "control", json.dumps({"replay_end": "restart"}).encode()
 
@@ -794,6 +809,33 @@ class ShardedPipeline:
         for segment in releases:
             spool.release(segment)
         spool.idle_rotate()
+        self._relieve_spool()
+
+    def _relieve_spool(self) -> None:
+        """Past `durability.run_eviction_ratio` of the spool, have the workers close the runs
+        that alone hold its oldest segment (as one process does), once per segment and worker
+        generation: the segment goes when their closes are stored."""
+        spool = self.spool
+        assert spool is not None
+        durability = self.config.durability
+        if spool.bytes <= durability.max_spool_bytes * durability.run_eviction_ratio:
+            return
+        oldest = spool.oldest_held()
+        if oldest is None:
+            return
+        with self._lock:
+            holders = {
+                shard: held[oldest] for shard, held in enumerate(self._held) if held[oldest] > 0
+            }
+            if not holders or spool.refs(oldest) != sum(holders.values()):
+                return  # records in it still wait for the store, or a dead worker's holds
+            asked = {(oldest, shard, self._generation[shard]) for shard in holders}
+            if asked <= self._relieving:
+                return
+            self._relieving = {key for key in self._relieving if key[0] >= oldest} | asked
+        self.stats.spool_reliefs += 1
+        for shard in holders:
+            self.pool.give(shard, "control", json.dumps({"relieve": oldest}).encode())
 
     def _finish_record(self, seq: int, segment: int) -> None:
         assert self.spool is not None
