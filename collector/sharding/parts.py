@@ -10,16 +10,13 @@ run's idle time counts from there).
 from __future__ import annotations
 
 import struct
-from typing import Literal
 
+from mast_otel.collector.sharding.route import Encoding, Signal
 from mast_otel.collector.spool import RecordKind
 
 PART_HEADER = struct.Struct("<QQBd")
 REPLAYED = 1
 STORED = 2
-
-Signal = Literal["traces", "logs"]
-Encoding = Literal["protobuf", "json"]
 
 SPOOL_KINDS: dict[tuple[str, str], RecordKind] = {
     ("traces", "protobuf"): RecordKind.TRACES_PROTOBUF,
