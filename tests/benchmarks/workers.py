@@ -110,6 +110,7 @@ def run_once(
 ) -> dict[str, Any]:
     load = Load(args.transport, spans, args.threads, args.concurrent_runs, args.timeout, rate)
     meter = TreeMeter()
+    load_before = os.getloadavg()[0]
     serve_args = ["--workers", str(workers)] + (["--config", args.config] if args.config else [])
     served = serve_under_load(serve_args, load, meter)
     sent, sampler = served.sent, meter.sampler
@@ -130,6 +131,7 @@ def run_once(
         "receiving_cpu_per_1000_spans": 1000 * meter.receiving_cpu / max(1, acked),
         "refusals": sent["refusals"],
         "owner_inserts": f"{owner.get('inserts', 0)} in {owner.get('insert_statements', 0)}",
+        "load_average": f"{load_before:.1f}-{os.getloadavg()[0]:.1f}",
         "stages": served.final_health.get("stages", {}),
     }
 
@@ -139,8 +141,9 @@ def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| workers | offered spans/s | spans | acked/s | stored end to end/s | ratio to first | "
         "CPU s per 1,000 spans: tree (receiving process) | p50 / p99 last span → signature | "
-        "peak RSS of the tree MiB (processes) | refusals | worker inserts in statements |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "peak RSS of the tree MiB (processes) | refusals | worker inserts in statements | "
+        "load average (1 min, before-after) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
@@ -149,7 +152,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{r['cpu_per_1000_spans']:.3f} ({r['receiving_cpu_per_1000_spans']:.3f}) | "
             f"{r['latency_p50_s']:.2f} / {r['latency_p99_s']:.2f} s | "
             f"{r['peak_rss_mib']:,.0f} ({r['processes']}) | {r['refusals']} | "
-            f"{r['owner_inserts']} |"
+            f"{r['owner_inserts']} | {r['load_average']} |"
         )
     return "\n".join(lines) + "\n"
 
