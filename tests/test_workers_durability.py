@@ -218,3 +218,29 @@ def test_a_run_that_never_ends_is_closed_when_the_spool_passes_its_share(tmp_pat
         f"SELECT CloseReason AS r FROM otel.mast_signatures FINAL WHERE TraceId = '{endless}'",
     )
     assert [row["r"] for row in rows] == ["spool_full"]
+
+
+def test_a_killed_collector_leaves_no_worker_process_behind(tmp_path: Path) -> None:
+    collector = collector_for(tmp_path)
+    collector.start()
+    try:
+        workers = [w["pid"] for w in collector.health()["workers"]["workers"]]
+        assert len(workers) == 2
+        fork_server = int(Path(f"/proc/{workers[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        collector.kill()
+        left = until(
+            lambda: not any(running(pid) for pid in [*workers, fork_server]) or None,
+            10,
+            f"worker processes {workers} or their fork server {fork_server} outlived the kill",
+        )
+        assert left
+    finally:
+        collector.ensure_stopped()
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -38,9 +38,11 @@ HandlerFactory = Callable[[int], Handler]
 
 
 def die_with_parent(receiver: int) -> None:
-    """Exit when the receiving process dies, however it dies: the kernel sends SIGKILL on
-    Linux; elsewhere (and should the parent die before this) a thread watches. A worker's
-    parent is the receiving process (spawn) or its fork server, which ends with it."""
+    """Exit when the receiving process dies, however it dies: when it is the parent (spawn),
+    the kernel sends SIGKILL on Linux; a thread watches too. A worker forked by a fork server
+    has the fork server as its parent, which stays up as long as any of its workers do: the
+    thread watches the receiving process itself, so a killed collector leaves no workers (nor,
+    once they are gone, its fork server) behind."""
     parent = os.getppid()
     if parent == 1 or (parent != receiver and not _alive(receiver)):
         os._exit(1)
@@ -50,7 +52,7 @@ def die_with_parent(receiver: int) -> None:
             libc.prctl(1, int(signals.SIGKILL))  # PR_SET_PDEATHSIG
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while os.getppid() == parent and (parent == receiver or _alive(receiver)):
             time.sleep(0.5)
         os._exit(1)
 
@@ -58,12 +60,15 @@ def die_with_parent(receiver: int) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead and not yet reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     return True
 
 
