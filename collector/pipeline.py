@@ -140,7 +140,8 @@ class Pipeline(_Admission, _Replay):
         end was seen are closed; the others stay in the spool and resume at the next start. In
         durable mode what the store refuses stays in the spool too. Returns (and keeps in
         `stop_report`) what was left undone, if anything."""
-        durable = self.spool is not None
+        # A worker process of a sharded collector has a ledger and no spool of its own.
+        durable = self._ledger is not None
         report = StopReport(durable=durable)
         with self._queue_lock:
             self._stop.set()
@@ -240,4 +241,6 @@ class Pipeline(_Admission, _Replay):
         with self._queue_lock:
             self._queued_items -= len(batch.items)
             self._queued_bytes -= batch.size
-        self._process(batch)
+        if batch.now is not None:
+            self._replay_now = batch.now
+        self._process(batch, batch.now)

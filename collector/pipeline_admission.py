@@ -131,11 +131,17 @@ class _Admission(_PipelineState):
         stored: bool = False,
         scan: bool = True,
         size: int = 0,
+        now: float | None = None,
     ) -> None:
         """Queue records decoded and spooled elsewhere (a worker process of a sharded
         collector, which bounds what it takes), or `kind="call"` with one callable to run on
-        the pipeline's thread in turn."""
+        the pipeline's thread in turn. `now`: when a replayed request arrived, on the
+        pipeline's clock; the windows' clock follows it until `replay_finished`."""
         with self._queue_lock:
             self._queued_items += len(items)
             self._queued_bytes += size
-        self._queue.put(_Batch(kind, items, entry, replayed, stored, size, scan))
+        self._queue.put(_Batch(kind, items, entry, replayed, stored, size, scan, now))
+
+    def replay_finished(self) -> None:
+        """The windows' clock is the clock again (after requests `put` with `now`)."""
+        self._replay_now = None

@@ -119,6 +119,8 @@ class _Batch:
     size: int = 0
     # Whether its records' values must be scanned for secrets (see `Redactor.needs_scan`).
     scan: bool = True
+    # When its request arrived, on the pipeline's clock (a request replayed by a worker).
+    now: float | None = None
 
 
 class _PipelineState:

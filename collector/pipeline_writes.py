@@ -117,3 +117,13 @@ class _Writes(_Stages):
         if runs and spool.refs(oldest) == len(runs):
             self.stats.runs_closed_for_spool += len(runs)
             self._emit(self._guarded(lambda: self.windows.close_runs(runs, "spool_full")))
+
+    def close_runs_holding(self, segment: int) -> int:
+        """Close and analyse the runs holding a spool segment (a sharded collector's spool is
+        past its share, see `_relieve_spool`); returns how many."""
+        runs = self._ledger.runs_holding(segment) if self._ledger is not None else []
+        if runs and not self.exporter.failing:
+            self.stats.runs_closed_for_spool += len(runs)
+            self._emit(self._guarded(lambda: self.windows.close_runs(runs, "spool_full")))
+            return len(runs)
+        return 0

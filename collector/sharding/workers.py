@@ -1,10 +1,9 @@
 """N worker processes, each fed its shard's requests (see `route`).
 
 `WorkerPool` starts one process per shard with the 'spawn' (or 'forkserver') start method, so a
-worker shares no threads, locks or store sessions with the receiving process. Each worker builds
-its own handler (`factory(shard)`, a picklable top-level callable) and calls
-`handler.handle(signal, data)` for every request it is given, in order; on stop it calls
-`handler.close()` and sends back what that returns.
+worker shares no threads, locks or store sessions with the receiving process. What runs in the
+worker (its handler, built there, handles every request it is given in order; `close()` on
+stop) is `worker_process`.
 
 Bounds: what a worker has been given and not yet handled is counted in the receiving process
 (requests and bytes, per worker); `submit` refuses (`WorkerBusy`, counted) a request that would
@@ -20,50 +19,38 @@ with `WorkerFailed` and `health()` says so.
 `stop()` drains: every worker handles what it was given, closes its handler and exits; a worker
 that has not finished within the timeout is terminated (counted).
 
-A handler may also have `idle()` (called when nothing arrived for `idle_interval_s`, so a
-worker keeps its clock: windows close, writes happen) and `attach(send)` (`send(message)` reports
-to the receiving process, where the pool calls `on_report(shard, generation, message)`, in the
-order sent; `generation` counts the shard's restarts).
-A worker exits when the process that started it dies (SIGKILL included): it is never left
-running on its own.
+What a worker reports (`attach(send)` in `worker_process`) reaches `on_report(shard, generation,
+message)` here, in the order sent; `generation` counts the shard's restarts.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import multiprocessing
 import os
 import queue
-import signal as signals
-import sys
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from mast_otel.collector.consumer import Refused
+from mast_otel.collector.sharding.worker_process import (
+    STOP,
+    Handler,
+    HandlerFactory,
+    Signal,
+    worker_main,
+)
+
+__all__ = ["Handler", "PoolConfig", "Signal", "WorkerBusy", "WorkerFailed", "WorkerPool"]
 
 log = logging.getLogger(__name__)
-
-Signal = Literal["traces", "logs", "control"]
-_STOP = None  # the last item a worker is given
-
-
-class Handler(Protocol):
-    def handle(self, signal: Signal, data: bytes) -> None: ...
-
-    def close(self) -> Any: ...
-
-
-HandlerFactory = Callable[[int], Handler]
 
 
 class WorkerBusy(Refused):
@@ -126,71 +113,6 @@ class _Worker:
     deaths: deque[float] = field(default_factory=deque)
 
 
-def _die_with_parent(receiver: int) -> None:
-    """Exit when the receiving process dies, however it dies: the kernel sends SIGKILL on
-    Linux; elsewhere (and should the parent die before this) a thread watches. A worker's
-    parent is the receiving process (spawn) or its fork server, which ends with it."""
-    parent = os.getppid()
-    if parent == 1 or (parent != receiver and not _alive(receiver)):
-        os._exit(1)
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signals.SIGKILL))  # PR_SET_PDEATHSIG
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _worker_main(
-    shard: int, factory: HandlerFactory, inbox: Any, outbox: Any, parent: int = 0
-) -> None:
-    """A worker process: handle requests in order until told to stop."""
-    if parent:
-        _die_with_parent(parent)
-    handler = factory(shard)
-    attach = getattr(handler, "attach", None)
-    if attach is not None:
-        attach(lambda message: outbox.put(("report", message)))
-    idle = getattr(handler, "idle", None)
-    interval = float(getattr(handler, "idle_interval_s", 0.2))
-    while True:
-        if idle is None:
-            item = inbox.get()
-        else:
-            try:
-                item = inbox.get(timeout=interval)
-            except queue.Empty:
-                idle()
-                continue
-        if item is _STOP:
-            break
-        seq, signal, data = item
-        error = ""
-        try:
-            handler.handle(signal, data)
-        except Exception:
-            error = traceback.format_exc(limit=5)
-        outbox.put(("done", seq, error))
-    outbox.put(("closed", handler.close()))
-    outbox.close()
-    outbox.join_thread()
-
-
 class WorkerPool:
     def __init__(
         self,
@@ -230,7 +152,7 @@ class WorkerPool:
         inbox = self._context.Queue()
         outbox = self._context.Queue()
         process = self._context.Process(
-            target=_worker_main,
+            target=worker_main,
             args=(shard, self.factory, inbox, outbox, os.getpid()),
             name=f"mast-otel-worker-{shard}",
             daemon=True,
@@ -249,7 +171,7 @@ class WorkerPool:
             workers = list(self._workers)
             for worker in workers:
                 if not worker.failed:
-                    worker.inbox.put(_STOP)
+                    worker.inbox.put(STOP)
         deadline = time.monotonic() + self.config.stop_timeout_s
         results: dict[int, Any] = {}
         for worker in workers:

@@ -27,7 +27,7 @@ from mast_otel.collector.otlp.decode import (
     parse_trace_request,
 )
 from mast_otel.collector.otlp.jsonpb import parse_trace_json
-from mast_otel.collector.sharding import route as route_module
+from mast_otel.collector.sharding import shard as shard_module
 from mast_otel.collector.sharding.route import route_logs, route_request, route_traces
 from tests.benchmarks.fleet import build_fleet
 from tests.fuzzing import to_json
@@ -39,7 +39,7 @@ def best_seconds(requests: list[bytes], work: Callable[[bytes], object], repeat:
     best = float("inf")
     for _ in range(repeat):
         # Each pass meets every run for the first time, as live traffic does once per run.
-        route_module._shard_cache.clear()
+        shard_module._shard_cache.clear()
         started = time.thread_time()
         for body in requests:
             work(body)
