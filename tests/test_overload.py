@@ -25,11 +25,15 @@ FLOOD_S = 8.0
 SENDERS = 8
 QUEUE_ITEMS = 20_000
 BUFFERED_ROWS = 20_000
+# Requests being received and decoded hold the receivers' memory budget at most.
+RECEIVE_BUDGET = 64 * 1024 * 1024
 # Decoded spans cost ~7 KB each in the queue and ~3 KB as buffered rows (measured with this
-# payload); the bound allows twice that on top of the idle process.
-MEMORY_ALLOWANCE = 2 * (QUEUE_ITEMS * 7_000 + BUFFERED_ROWS * 3_000)
+# payload); the bound allows twice that on top of the idle process, plus the receive budget.
+MEMORY_ALLOWANCE = 2 * (QUEUE_ITEMS * 7_000 + BUFFERED_ROWS * 3_000) + RECEIVE_BUDGET
 
 CONFIG = f"""
+receivers:
+  memory_budget_bytes: {RECEIVE_BUDGET}
 pipeline:
   queue_max_items: {QUEUE_ITEMS}
 storage:
