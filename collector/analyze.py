@@ -99,21 +99,12 @@ def import_files(
     from mast_otel.collector.service import prepare_store
     from mast_otel.collector.store import open_store
     from mast_otel.collector.store.batching import ClickHouseExporter
-    from mast_otel.collector.store.retry import RetryPolicy
 
     storage = config.storage
     store = open_store(storage)
     try:
         prepare_store(store, config)
-        exporter = ClickHouseExporter(
-            store,
-            storage.batch_max_rows,
-            storage.flush_interval_s,
-            RetryPolicy.of(storage),
-            max_buffered_rows=storage.max_buffered_rows,
-            retry_initial_s=storage.retry_initial_s,
-            retry_max_s=storage.retry_max_s,
-        )
+        exporter = ClickHouseExporter.of(store, storage, eager=False)
         _, summary = run_files(config, paths, exporter, progress)
         if not exporter.flush(0.0, force=True):
             raise StoreError(

@@ -28,7 +28,6 @@ from mast_otel.collector.sharded import ShardedPipeline
 from mast_otel.collector.spool import Spool
 from mast_otel.collector.store import Store, StoreError, migrate, open_store, schema_status
 from mast_otel.collector.store.batching import ClickHouseExporter
-from mast_otel.collector.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +63,7 @@ class Service:
         storage = config.storage
         self.store: Store = store or open_store(storage)
         prepare_store(self.store, config)
-        self.exporter = ClickHouseExporter(
-            self.store,
-            storage.batch_max_rows,
-            storage.flush_interval_s,
-            RetryPolicy.of(storage),
-            max_buffered_rows=storage.max_buffered_rows,
-            retry_initial_s=storage.retry_initial_s,
-            retry_max_s=storage.retry_max_s,
-            eager_flush_interval_s=storage.eager_flush_interval_s,
-        )
+        self.exporter = ClickHouseExporter.of(self.store, storage)
         self.spool: Spool | None = None
         recovered = None
         durability = config.durability

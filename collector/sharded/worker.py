@@ -33,23 +33,12 @@ from mast_otel.collector.sharding.workers import Signal
 from mast_otel.collector.spool import SpoolEntry
 from mast_otel.collector.store import Store, open_store
 from mast_otel.collector.store.batching import ClickHouseExporter
-from mast_otel.collector.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
 
 def make_exporter(store: Store, config: Config) -> ClickHouseExporter:
-    storage = config.storage
-    return ClickHouseExporter(
-        store,
-        storage.batch_max_rows,
-        storage.flush_interval_s,
-        RetryPolicy.of(storage),
-        max_buffered_rows=storage.max_buffered_rows,
-        retry_initial_s=storage.retry_initial_s,
-        retry_max_s=storage.retry_max_s,
-        eager_flush_interval_s=storage.eager_flush_interval_s,
-    )
+    return ClickHouseExporter.of(store, config.storage)
 
 
 class _SegmentHolds:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mast_otel.collector.store.backends import Store
 from mast_otel.collector.store.retry import RetryPolicy
@@ -24,6 +24,9 @@ from mast_otel.collector.store.stats import ExporterStats
 from mast_otel.collector.store.writers import Batch, TableWriters
 from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature
 from mast_otel.processors.records import LogRecord, SpanRecord
+
+if TYPE_CHECKING:
+    from mast_otel.collector.config import StorageConfig
 
 
 @dataclass(slots=True)
@@ -62,6 +65,22 @@ class ClickHouseExporter:
     (TraceId, SpanId) before writing, and log records always are (they carry no id), so a
     retried or replayed request is stored once.
     """
+
+    @classmethod
+    def of(cls, store: Store, storage: StorageConfig, *, eager: bool = True) -> ClickHouseExporter:
+        """The exporter the `storage` section configures, writing to `store` (`eager`: write a
+        waiting signature early when nothing is queued; offline analysis, which flushes
+        itself, does without)."""
+        return cls(
+            store,
+            storage.batch_max_rows,
+            storage.flush_interval_s,
+            RetryPolicy.of(storage),
+            max_buffered_rows=storage.max_buffered_rows,
+            retry_initial_s=storage.retry_initial_s,
+            retry_max_s=storage.retry_max_s,
+            eager_flush_interval_s=storage.eager_flush_interval_s if eager else 0.0,
+        )
 
     def __init__(
         self,
