@@ -112,10 +112,14 @@ class StoreOwner:
                 except (EOFError, OSError):
                     return
         finally:
-            connection.close()
+            # Closed once: by this thread, or by `close` when it took the connection first (a
+            # second close could close a descriptor number already reused elsewhere).
             with self._lock:
-                if connection in self._connections:
+                mine = connection in self._connections
+                if mine:
                     self._connections.remove(connection)
+            if mine:
+                connection.close()
 
     # -- the store's thread -------------------------------------------------------------------
 
@@ -204,7 +208,7 @@ class StoreOwner:
         self._listener.close()
         self._waiting.put(None)
         with self._lock:
-            connections = list(self._connections)
+            connections, self._connections = self._connections, []
         for connection in connections:
             connection.close()
 
