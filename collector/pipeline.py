@@ -150,6 +150,8 @@ class Pipeline(_Admission, _Replay):
             deadline = time.monotonic() + enqueue_wait_s
             while self._enqueuing and time.monotonic() < deadline:
                 self._enqueued.wait(0.1)
+        # Wake the pipeline's thread if it waits for a batch (up to a tick interval).
+        self.put("call", [_nothing])
         if self._worker is not None:
             # The worker finishes the replay first (everything in the spool was accepted).
             self._worker.join()
@@ -230,7 +232,7 @@ class Pipeline(_Admission, _Replay):
                 self._stop.wait(interval)
             else:
                 try:
-                    batch = self._queue.get(timeout=interval)
+                    batch = self._queue.get(timeout=self._wait_s(interval))
                 except queue.Empty:
                     pass
                 else:
@@ -244,3 +246,7 @@ class Pipeline(_Admission, _Replay):
         if batch.now is not None:
             self._replay_now = batch.now
         self._process(batch, batch.now)
+
+
+def _nothing() -> None:
+    return None

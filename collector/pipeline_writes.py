@@ -12,15 +12,44 @@ from mast_otel.collector.pipeline_stages import _cpu, _Stages
 
 log = logging.getLogger(__name__)
 
+# How soon a tick looks again at something due that the tick before could not do (the store's
+# thread still writing): at most this many extra ticks a second, each of them cheap.
+_RECHECK_S = 0.02
+
 
 class _Writes(_Stages):
     """The tick and the writes (see the module)."""
 
     def _maybe_tick(self) -> None:
         now = self.clock()
-        if now - self._last_tick >= self.config.pipeline.tick_interval_s:
+        due = self._next_due() if self._replay_now is None else None
+        if now - self._last_tick >= self.config.pipeline.tick_interval_s or (
+            due is not None and due <= now
+        ):
             self._last_tick = now
             self.tick(now)
+
+    def _next_due(self) -> float | None:
+        """The earliest of: a run's scheduled close (a root span's grace ending, an explicit
+        end), and the eager write of closed runs' signatures. The pipeline ticks then rather
+        than at its next regular tick, so a run's signature is stored about `windows.grace_s`
+        plus the write after its last span, not a tick interval or two later."""
+        close = self.windows.next_close_due()
+        write = self.exporter.signatures_due_at() if self._queue.empty() else None
+        due = write if close is None or (write is not None and write < close) else close
+        if due is None:
+            return None
+        # Something due that the tick since has not resolved (the write before still in
+        # progress) is looked at again shortly, not in a loop.
+        return max(due, self._last_tick + _RECHECK_S)
+
+    def _wait_s(self, interval: float) -> float:
+        """How long the pipeline's thread may wait for a batch: until its next regular tick
+        or, if sooner, until something is due (`_next_due`)."""
+        due = self._next_due()
+        if due is None:
+            return interval
+        return min(interval, max(0.0, due - self.clock()))
 
     def tick(self, now: float) -> None:
         started = _cpu()

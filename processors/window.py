@@ -242,6 +242,12 @@ class RunWindows:
             out.extend(self._close(run, "idle"))
         return out
 
+    def next_close_due(self) -> float | None:
+        """When the earliest scheduled close falls due (a root span's grace ending, an explicit
+        end), or None: the pipeline ticks then instead of at its next regular tick, so a run's
+        signature does not wait out the tick interval on top of the grace period."""
+        return self._close_due[0][0] if self._close_due else None
+
     def is_open(self, trace_id: str) -> bool:
         return trace_id in self._runs
 

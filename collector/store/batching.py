@@ -150,6 +150,14 @@ class ClickHouseExporter:
         with self._lock:
             self._buffer.outcomes.add(outcomes, False)
 
+    def signatures_due_at(self) -> float | None:
+        """When the run signatures waiting in the buffer become due for an eager write (on
+        the clock `flush` is given), or None when none wait: the pipeline ticks then, so a
+        closed run is written as soon as the eager interval allows, not at the tick after."""
+        if self.eager_flush_interval_s <= 0 or not self._buffer.signatures.rows:
+            return None
+        return max(self._last_flush + self.eager_flush_interval_s, self._retry_at)
+
     def flush(self, now: float, force: bool = False, idle: bool = False) -> bool:
         """Write what is due. Returns True when nothing is left buffered (everything handed
         over so far is in the store), False when rows wait for a later flush; raises when the

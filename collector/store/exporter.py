@@ -31,6 +31,8 @@ class Exporter(Protocol):
 
     def flush(self, now: float, force: bool = False, idle: bool = False) -> bool: ...
 
+    def signatures_due_at(self) -> float | None: ...
+
     def close(self) -> None: ...
 
 
@@ -64,6 +66,9 @@ class MemoryExporter:
 
     def flush(self, now: float, force: bool = False, idle: bool = False) -> bool:
         return True
+
+    def signatures_due_at(self) -> float | None:
+        return None
 
     def close(self) -> None:
         return None
