@@ -20,10 +20,15 @@ Labels: JSON lines, one run each:
 `index` is the run's position in the file, `message` an index into its `traj`; `labels: []`
 means the reader found no failure.
 
-Without --labels: the development labels (tests/labels/tau_airline/*.jsonl, which the rules
-were written against) and the held-out labels (tests/labels/tau_airline/holdout/*.jsonl,
-labelled later by other readers and never read while writing rules), each on its own and
-together; the targets and the top level of --json are for both together, `sets` holds each.
+Without --labels, each set of labels on its own and all of them together (the targets and the
+top level of --json are for all together, `sets` holds each):
+- development: readers A and B (tests/labels/tau_airline/*.jsonl), which the first rules were
+  written against;
+- second development: readers C and D (tests/labels/tau_airline/holdout/*.jsonl), held out
+  while the first rules were written, read while the next ones were;
+- held out: readers E and F (tests/labels/tau_airline/holdout2/*.jsonl), labelled last and
+  never read while writing rules.
+Together they cover all 200 runs.
 
 --check exits 1 when a target is missed: precision >= 0.8 for every mode with >= 3 labelled
 positives, recall >= 0.6 over all labels, >= 90% of successful clean-labelled runs silent.
@@ -54,10 +59,14 @@ from mast_otel.processors.conventions import MODE_CODES  # noqa: E402
 DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"
 LABELS = "tests/labels/tau_airline/*.jsonl"
 HELD_OUT = "tests/labels/tau_airline/holdout/*.jsonl"
+HELD_OUT_2 = "tests/labels/tau_airline/holdout2/*.jsonl"
 # Without --labels, the figures are given for each set of labels and for all of them together
-# (the targets apply to all): the development set is what the rules were written against, the
-# held-out set was labelled afterwards by other readers and never read while writing rules.
-LABEL_SETS = {"development": [LABELS], "held_out": [HELD_OUT]}
+# (the targets apply to all; see the module's docstring for what each set is).
+LABEL_SETS = {
+    "development": [LABELS],
+    "second_development": [HELD_OUT],
+    "held_out": [HELD_OUT_2],
+}
 STEP_TOLERANCE = 2
 TARGET_PRECISION = 0.8
 TARGET_PRECISION_MIN_POSITIVES = 3
