@@ -16,7 +16,10 @@ defaults):
   matches `escalation_tool_pattern`) after it told the user the request is not allowed
   (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle;
   `escalation_offered_after_refusal`: the same, where the agent offers the escalation in its
-  words (`escalation_offer_pattern`) rather than making it (reported once per run);
+  words (`escalation_offer_pattern`) rather than making it (reported once per run). Neither
+  is reported when the refusal came before any tool returned anything (it is about the kind
+  of request, not a rule applied to what was read) and the user's last turn asked for a
+  person (`person_request_pattern`);
 - `offer_before_request`: the instructions forbid offering something unless the user asks
   (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
   voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
@@ -50,6 +53,7 @@ from mast_otel.processors.detectors.task_specification_policy import (
     NO_PROACTIVE_OFFER,
     OFFER,
     OFFER_REQUEST,
+    PERSON_REQUEST,
     PREREQUISITE,
     REFUSAL,
 )
@@ -99,6 +103,10 @@ class TaskSpecificationConfig:
     escalation_offer_pattern: str = ESCALATION_OFFER
     # The agent telling the user a request is not allowed (its own refusal, by policy).
     refusal_pattern: str = REFUSAL
+    # A user turn asking to be put through to a person: after a refusal the agent made
+    # before any tool returned anything, escalating to that person is not reported; ""
+    # reports it.
+    person_request_pattern: str = PERSON_REQUEST
     # Instructions that forbid offering something unless the user asks for it; "" turns the
     # `offer_before_request` rule off.
     no_proactive_offer_pattern: str = NO_PROACTIVE_OFFER
@@ -128,6 +136,7 @@ class TaskSpecificationConfig:
             "escalation_tool_pattern",
             "escalation_offer_pattern",
             "refusal_pattern",
+            "person_request_pattern",
             "no_proactive_offer_pattern",
             "offer_pattern",
             "offer_request_pattern",
@@ -162,6 +171,7 @@ class TaskSpecification(Detector):
         self.escalation_tool = re.compile(c.escalation_tool_pattern, flags)
         self.escalation_offer = optional(c.escalation_offer_pattern)
         self.refusal = re.compile(c.refusal_pattern, flags)
+        self.person_request = optional(c.person_request_pattern)
         self.no_proactive_offer = optional(c.no_proactive_offer_pattern)
         self.offer = optional(c.offer_pattern)
         self.offer_request = re.compile(c.offer_request_pattern, flags)

@@ -104,6 +104,12 @@ ESCALATION_OFFER = (
     r"representative|specialist)"
 )
 
+# A user turn asking to be put through to a person.
+PERSON_REQUEST = (
+    r"\b(supervisor|manager|human|(real|live) person|representative|someone (else|above))\b|"
+    r"\b(speak|talk)\s+(to|with)\s+(someone|somebody|a person)\b"
+)
+
 # The agent telling the user a request is not allowed (its own refusal, by policy).
 REFUSAL = (
     r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"

@@ -66,7 +66,9 @@ class TaskSpecificationRun(DetectorRun):
         "policy_version",
         "prerequisites",
         "proposal",
+        "read",
         "refusal",
+        "refusal_checked",
         "reported",
         "steps",
         "tokens",
@@ -102,6 +104,10 @@ class TaskSpecificationRun(DetectorRun):
         self.proposal = False
         self.failed_change: tuple[str, str] | None = None
         self.refusal = ""
+        # Whether a tool had returned anything before the agent's first refusal: a refusal
+        # with nothing read is about the kind of request, not a rule applied to a case.
+        self.read = False
+        self.refusal_checked = False
         self.offered = False
         self.prerequisites = PrerequisiteWatch(
             detector.prerequisite, self.config.max_findings_per_run
@@ -131,6 +137,7 @@ class TaskSpecificationRun(DetectorRun):
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
             self.kept.keep(step, mutating, run, step.tool_name, None)
+            self.read = self.read or (not step.failed and bool(step.tool_result.strip()))
             self.prerequisites.called(step.tool_arguments)
             if mutating:
                 self._change(step, run)
@@ -154,16 +161,28 @@ class TaskSpecificationRun(DetectorRun):
                     found = self.detector.refusal.search(step.output_text)
                     if found:
                         self.refusal = sentence(step.output_text, found)
+                        self.refusal_checked = self.read
                 self._offer(step, run)
                 if not step.tool_calls and (made := self.offers.agent_said(step.output_text)):
                     why = OfferWatch.message(made)
                     self._hold("offer_before_request", step, run, why, {"offer": made})
         return findings
 
+    def _refused(self) -> bool:
+        """The agent refused a request it may not escalate: not when the refusal came before
+        any tool returned anything and the user then asked for a person (a request the agent
+        has no action for, handed to the person the user asked for)."""
+        if not self.refusal:
+            return False
+        person = self.detector.person_request
+        return self.refusal_checked or person is None or not person.search(self.user_text)
+
     def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
         """A call that escalates to a person (so classified, or by its tool name), after the
         agent's own refusal: held for the escalate-only clause."""
-        if self.refusal and (escalation or self.detector.escalation_tool.search(step.tool_name)):
+        if not self._refused():
+            return
+        if escalation or self.detector.escalation_tool.search(step.tool_name):
             self._hold(
                 "escalation_after_refusal",
                 step,
@@ -177,7 +196,7 @@ class TaskSpecificationRun(DetectorRun):
     def _offer(self, step: Step, run: Run) -> None:
         """An escalation offered in words after the agent's own refusal (once per run)."""
         offer = self.detector.escalation_offer
-        if offer is None or not self.refusal or self.offered:
+        if offer is None or self.offered or not self._refused():
             return
         found = offer.search(step.output_text)
         if found is None:
