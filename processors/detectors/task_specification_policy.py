@@ -115,7 +115,7 @@ REFUSAL = (
     r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"
     r"issue|update|offer|grant|approve|do)|i can(not|'t|not) (cancel|change|modify|process|"
     r"remove|refund|issue|update|offer|grant|approve)|(cannot|can't|can not) be (cancel\w*|"
-    r"changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
+    r"added|changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
     r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|not (allowed|permitted) (by|under|"
     r"according to)|against (the |our )?polic\w*|polic(y|ies) (does not|doesn't|do not|don't) "
     r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"

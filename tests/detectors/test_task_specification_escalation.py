@@ -74,3 +74,26 @@ def test_fm11_real_runs_escalating_after_the_user_asked_for_a_supervisor():
     escalated = {f.rule: f for f in tau_findings(118, "FM-1.1")}
     assert "escalation_after_refusal" in escalated
     assert "unable to cancel" in escalated["escalation_after_refusal"].message
+
+
+def test_fm11_a_refusal_that_something_cannot_be_added_then_an_offer_to_escalate():
+    run = RunBuilder(agent="support")
+    run.llm(input_text="Add a backup plan to server db-7.", calls=("get_server",))
+    run.tool("get_server", {"server_id": "db-7"}, '{"id": "db-7", "plan": "shared"}')
+    run.llm(
+        input_text="Add a backup plan to server db-7.",
+        output="A backup plan cannot be added to a shared server after it was created. I can "
+        "transfer you to a human engineer if you like.",
+    )
+    findings = _fm11(run)
+    assert findings == [("FM-1.1", "escalation_offered_after_refusal")]
+
+
+@needs_tau
+def test_fm11_real_run_offers_a_person_for_insurance_it_said_cannot_be_added():
+    # run 136: "travel insurance cannot be added after the initial booking" (6), then at 10
+    # "I can transfer you to a human agent who might be able to explore other options"
+    offered = {f.rule: f for f in tau_findings(136, "FM-1.1")}
+    assert "escalation_offered_after_refusal" in offered
+    message = offered["escalation_offered_after_refusal"].message
+    assert "cannot be added" in message and "transfer you to a human agent" in message
