@@ -140,7 +140,7 @@ PREREQUISITE = (
 # The agent offering such a thing in its words to the user (not when negated: "I cannot
 # offer ...").
 OFFER = (
-    r"\b(offer|issue|provide|give|grant)\w*\s+(you\s+)?((a|an|the|some)\s+)?"
+    r"\b(offer|issu|provid|giv|grant|receiv|eligible\s+for)\w*\s+(you\s+)?((a|an|the|some)\s+)?"
     r"(\$\s?\d[\d,.]*\s+)?([\w-]+\s+){0,2}(certificate|voucher|coupon|credit(?!\s*card)|"
     r"discount|compensation|goodwill|gesture)s?\b"
 )
