@@ -28,7 +28,11 @@ defaults):
   task_specification_details.py);
 - `change_before_prerequisites`: a change made before the agent obtained what the instructions
   say to obtain first for changes of its verb (`prerequisite_pattern`; see
-  task_specification_prerequisites.py).
+  task_specification_prerequisites.py);
+- `change_to_past_resource`: the instructions state the current time
+  (`current_time_pattern`), and a change names a resource whose scheduled dates, as a call
+  last read them (`schedule_key_pattern`), all lie before the current day (see
+  task_specification_past.py).
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so
@@ -46,6 +50,7 @@ from mast_otel.processors.detectors.task_specification_offer import optional
 from mast_otel.processors.detectors.task_specification_policy import (
     AFFIRMATIVE,
     CONFIRMATION_REQUIRED,
+    CURRENT_TIME,
     ESCALATE_ONLY,
     ESCALATION_OFFER,
     ESCALATION_TOOL,
@@ -56,6 +61,7 @@ from mast_otel.processors.detectors.task_specification_policy import (
     PERSON_REQUEST,
     PREREQUISITE,
     REFUSAL,
+    SCHEDULE_KEY,
 )
 from mast_otel.processors.detectors.task_specification_run import TaskSpecificationRun
 from mast_otel.processors.run import DetectorRun, Run
@@ -123,6 +129,12 @@ class TaskSpecificationConfig:
     # The agent offering such a thing in its words to the user (not when negated: "I cannot
     # offer ...").
     offer_pattern: str = OFFER
+    # Instructions stating the current time (its first ISO date is the current day); "" turns
+    # the `change_to_past_resource` rule off.
+    current_time_pattern: str = CURRENT_TIME
+    # Keys of a read result whose dates are the resource's schedule (not birth, creation or
+    # update stamps).
+    schedule_key_pattern: str = SCHEDULE_KEY
     # A user turn asking for such a thing (after which an offer is an answer).
     offer_request_pattern: str = OFFER_REQUEST
 
@@ -140,6 +152,8 @@ class TaskSpecificationConfig:
             "no_proactive_offer_pattern",
             "offer_pattern",
             "offer_request_pattern",
+            "current_time_pattern",
+            "schedule_key_pattern",
             "prerequisite_pattern",
             "detail_value_pattern",
             "free_argument_pattern",
@@ -176,6 +190,8 @@ class TaskSpecification(Detector):
         self.offer = optional(c.offer_pattern)
         self.offer_request = re.compile(c.offer_request_pattern, flags)
         self.prerequisite = optional(c.prerequisite_pattern)
+        self.current_time = optional(c.current_time_pattern)
+        self.schedule_key = re.compile(c.schedule_key_pattern, flags)
         self.detail_value = optional(c.detail_value_pattern)
         self.free_argument = re.compile(c.free_argument_pattern, flags)
 

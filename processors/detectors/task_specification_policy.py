@@ -104,6 +104,17 @@ ESCALATION_OFFER = (
     r"representative|specialist)"
 )
 
+# Instructions stating the current time (its first ISO date is the current day); "" turns
+# the `change_to_past_resource` rule off.
+CURRENT_TIME = r"\b(current|today'?s?)\s+(date|time|day)\b[^.\n]{0,40}?\d{4}-\d{2}-\d{2}"
+
+# Keys of a read result whose dates are the resource's schedule (not birth, creation or
+# update stamps).
+SCHEDULE_KEY = (
+    r"^(?!.*(birth|dob|creat|updat|modif|expir|issued|paid|purchas))"
+    r"(date|\w+_date|start\w*|end\w*|scheduled\w*|depart\w*|arriv\w*|due\w*)$"
+)
+
 # A user turn asking to be put through to a person.
 PERSON_REQUEST = (
     r"\b(supervisor|manager|human|(real|live) person|representative|someone (else|above))\b|"

@@ -15,6 +15,7 @@ from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.policy import KeptCalls
 from mast_otel.processors.detectors.task_specification_details import DetailWatch
 from mast_otel.processors.detectors.task_specification_offer import OfferWatch, sentence
+from mast_otel.processors.detectors.task_specification_past import PastWatch
 from mast_otel.processors.detectors.task_specification_policy import (
     Policy,
     breaches,
@@ -61,6 +62,7 @@ class TaskSpecificationRun(DetectorRun):
         "kept",
         "offered",
         "offers",
+        "past",
         "pending",
         "policy",
         "policy_version",
@@ -112,6 +114,9 @@ class TaskSpecificationRun(DetectorRun):
         self.prerequisites = PrerequisiteWatch(
             detector.prerequisite, self.config.max_findings_per_run
         )
+        self.past = PastWatch(
+            detector.current_time, detector.schedule_key, self.config.max_findings_per_run
+        )
         self.details = DetailWatch(detector.detail_value, detector.free_argument)
         self.offers = OfferWatch(
             detector.offer if detector.no_proactive_offer else None, detector.offer_request
@@ -141,7 +146,11 @@ class TaskSpecificationRun(DetectorRun):
             self.prerequisites.called(step.tool_arguments)
             if mutating:
                 self._change(step, run)
-            else:
+                call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
+                self.past.change(run.ref(step), call, step.tool_arguments)
+            if not step.failed:
+                self.past.read(step.tool_arguments, step.tool_result)
+            if not mutating:
                 self._escalation(step, run, action.kind is _ESCALATION)
                 self.details.looked_up(step.tool_arguments)
                 self.details.result(step.tool_result)
@@ -298,6 +307,13 @@ class TaskSpecificationRun(DetectorRun):
             values = {"call": change.call, "missing": lacking, "instruction": said}
             rule = "change_before_prerequisites"
             findings.extend(self._once(change.ref, rule, 0.7, why, values, run))
+        for gone, today, said in self.past.past(instructions):
+            why = f"{gone.call} changes {gone.resource}, whose scheduled dates as last read end "
+            why += f"on {gone.latest}, before the current day the instructions state ({today}): "
+            why += "it has already taken place"
+            values = {"call": gone.call, "resource": gone.resource, "latest": gone.latest}
+            values["instruction"] = said
+            findings.extend(self._once(gone.ref, "change_to_past_resource", 0.7, why, values, run))
         if (
             policy.max_steps
             and self.steps > policy.max_steps
