@@ -127,9 +127,10 @@ REFUSAL = (
     r"issue|update|offer|grant|approve|do)|i can(not|'t|not) (cancel|change|modify|process|"
     r"remove|refund|issue|update|offer|grant|approve)|(cannot|can't|can not) be (cancel\w*|"
     r"added|changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
-    r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|not (allowed|permitted) (by|under|"
-    r"according to)|against (the |our )?polic\w*|polic(y|ies) (does not|doesn't|do not|don't) "
-    r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
+    r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|(does not|doesn't) cover|"
+    r"not (allowed|permitted) (by|under|according to)|against (the |our )?polic\w*|"
+    r"polic(y|ies) (does not|doesn't|do not|don't) (allow|permit)|"
+    r"i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
 )
 
 # Instructions that forbid offering something unless the user asks for it; "" turns the

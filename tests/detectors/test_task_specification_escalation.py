@@ -97,3 +97,25 @@ def test_fm11_real_run_offers_a_person_for_insurance_it_said_cannot_be_added():
     assert "escalation_offered_after_refusal" in offered
     message = offered["escalation_offered_after_refusal"].message
     assert "cannot be added" in message and "transfer you to a human agent" in message
+
+
+def test_fm11_a_plan_that_does_not_cover_the_request_then_an_offer_to_escalate():
+    run = RunBuilder(agent="support")
+    ask = "Restore yesterday's snapshot of db-7 for free, I pay for the backup plan."
+    run.llm(input_text=ask, calls=("get_server",))
+    run.tool("get_server", {"server_id": "db-7"}, '{"id": "db-7", "plan": "backup-basic"}')
+    run.llm(
+        input_text=ask,
+        output="Your backup-basic plan does not cover restores older than 12 hours. Would you "
+        "like me to transfer you to a human engineer?",
+    )
+    assert _fm11(run) == [("FM-1.1", "escalation_offered_after_refusal")]
+
+
+@needs_tau
+def test_fm11_real_run_offers_a_person_after_saying_insurance_does_not_cover_it():
+    # run 124: at 24 the insurance "does not cover fees for voluntary changes"; at 26 the
+    # agent offers to transfer the user to a human agent to have them waived
+    offered = {f.rule: f for f in tau_findings(124, "FM-1.1")}
+    assert "escalation_offered_after_refusal" in offered
+    assert "does not cover" in offered["escalation_offered_after_refusal"].message
