@@ -32,7 +32,10 @@ defaults):
 - `change_to_past_resource`: the instructions state the current time
   (`current_time_pattern`), and a change names a resource whose scheduled dates, as a call
   last read them (`schedule_key_pattern`), all lie before the current day (see
-  task_specification_past.py).
+  task_specification_past.py);
+- `change_after_own_refusal`: a change whose tool's verb the agent had refused, in words
+  (`refusal_pattern`), for the very resource the change names (see
+  task_specification_refused.py).
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so

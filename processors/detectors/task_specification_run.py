@@ -22,6 +22,7 @@ from mast_otel.processors.detectors.task_specification_policy import (
     task_policy,
 )
 from mast_otel.processors.detectors.task_specification_prerequisites import PrerequisiteWatch
+from mast_otel.processors.detectors.task_specification_refused import RefusalWatch
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -71,6 +72,7 @@ class TaskSpecificationRun(DetectorRun):
         "read",
         "refusal",
         "refusal_checked",
+        "refusals",
         "reported",
         "steps",
         "tokens",
@@ -110,6 +112,7 @@ class TaskSpecificationRun(DetectorRun):
         # with nothing read is about the kind of request, not a rule applied to a case.
         self.read = False
         self.refusal_checked = False
+        self.refusals = RefusalWatch(detector.refusal)
         self.offered = False
         self.prerequisites = PrerequisiteWatch(
             detector.prerequisite, self.config.max_findings_per_run
@@ -146,6 +149,7 @@ class TaskSpecificationRun(DetectorRun):
             self.prerequisites.called(step.tool_arguments)
             if mutating:
                 self._change(step, run)
+                findings.extend(self._refused(step, run))
                 call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
                 self.past.change(run.ref(step), call, step.tool_arguments)
             if not step.failed:
@@ -164,6 +168,7 @@ class TaskSpecificationRun(DetectorRun):
             if step.output_text:
                 self.prerequisites.said(step.output_text)
                 self.details.spoken(step.output_text)
+                self.refusals.spoken(step.output_text)
                 if not step.tool_calls:
                     self.proposal = True
                 if not self.refusal:
@@ -177,7 +182,13 @@ class TaskSpecificationRun(DetectorRun):
                     self._hold("offer_before_request", step, run, why, {"offer": made})
         return findings
 
-    def _refused(self) -> bool:
+    def _refused(self, step: Step, run: Run) -> list[Finding]:
+        """A change of what the agent itself told the user is not allowed."""
+        found = self.refusals.refused(step.tool_name, step.tool_arguments)
+        rule = "change_after_own_refusal"
+        return [] if found is None else self._once(step, rule, 0.75, *found, run)
+
+    def _refusing(self) -> bool:
         """The agent refused a request it may not escalate: not when the refusal came before
         any tool returned anything and the user then asked for a person (a request the agent
         has no action for, handed to the person the user asked for)."""
@@ -189,7 +200,7 @@ class TaskSpecificationRun(DetectorRun):
     def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
         """A call that escalates to a person (so classified, or by its tool name), after the
         agent's own refusal: held for the escalate-only clause."""
-        if not self._refused():
+        if not self._refusing():
             return
         if escalation or self.detector.escalation_tool.search(step.tool_name):
             self._hold(
@@ -205,7 +216,7 @@ class TaskSpecificationRun(DetectorRun):
     def _offer(self, step: Step, run: Run) -> None:
         """An escalation offered in words after the agent's own refusal (once per run)."""
         offer = self.detector.escalation_offer
-        if offer is None or self.offered or not self._refused():
+        if offer is None or self.offered or not self._refusing():
             return
         found = offer.search(step.output_text)
         if found is None:
