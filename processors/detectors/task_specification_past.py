@@ -21,8 +21,10 @@ from typing import Any
 from mast_otel.processors.model import StepRef
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# Resources remembered per run, and values looked at per result (bounds on memory and time).
+# Resources remembered per run, characters of a result parsed, and values looked at per
+# result (bounds on memory and time).
 MAX_RESOURCES = 512
+_MAX_RESULT = 200_000
 _MAX_VALUES = 2000
 
 
@@ -63,7 +65,7 @@ class PastWatch:
 
     def read(self, arguments: str, result: str) -> None:
         """A read call's result: the latest scheduled date of the resource its arguments name."""
-        if self.now is None or not result.lstrip().startswith("{"):
+        if self.now is None or len(result) > _MAX_RESULT or not result.lstrip().startswith("{"):
             return
         names = _identifiers(arguments)
         if not names:

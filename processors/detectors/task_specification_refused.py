@@ -20,8 +20,9 @@ from mast_otel.processors.detectors.task_specification_offer import sentence
 
 _PARAGRAPH = re.compile(r"\n\s*\n|\n(?=\s*(?:\d+[.)]|[-*•])\s)")
 _WORD = re.compile(r"[a-z]+")
-# Refusals remembered per run (a bound on memory).
+# Refusals remembered per run, and characters kept of each paragraph (bounds on memory).
 MAX_REFUSALS = 64
+_MAX_PARAGRAPH = 2000
 
 
 @dataclass(slots=True)
@@ -53,7 +54,7 @@ class RefusalWatch:
             if found and len(self.refusals) < MAX_REFUSALS:
                 words = frozenset(_WORD.findall(found.group(0).lower()))
                 said = " ".join(sentence(paragraph, found).split())
-                self.refusals.append(Refusal(paragraph, words, said))
+                self.refusals.append(Refusal(paragraph[:_MAX_PARAGRAPH], words, said))
 
     def refused(self, tool_name: str, arguments: str) -> tuple[str, dict[str, Any]] | None:
         """(the message, the values) of a change the agent had said, of this resource, is not
