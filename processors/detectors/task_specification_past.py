@@ -1,14 +1,15 @@
 """FM-1.1's `change_to_past_resource` watch: a change to something that has already taken place.
 
 Instructions may state the current time ("The current time is 2024-05-15 15:00:00";
-`current_time_pattern`, its first ISO date). A read call names a resource by its arguments
-(`{"booking_id": "B-12"}`), and its result carries the resource's scheduled dates: the values
-of keys such as `date`, `start_date` or `scheduled_at` (`schedule_key_pattern`; birth,
-creation and update stamps are not schedules). When a change names a resource whose latest
-scheduled date, as last read, is before the current day, what it changes is over: a trip
-already flown, a maintenance window already closed, a shift already worked. The watch keeps
-the latest date per resource and the changes that named one; the instructions are read at
-close, when they are known.
+`current_time_pattern`, its first ISO date). A call names a resource by its arguments
+(`get_booking({"booking_id": "B-12"})`), and its result carries the resource's scheduled
+dates: the values of keys such as `date`, `start_date` or `scheduled_at`
+(`schedule_key_pattern`; birth, creation and update stamps are not schedules). When a change
+of the same kind of resource (a noun of the tool names after the verb: `cancel_booking`)
+names a resource whose latest scheduled date, as last read, is before the current day, what
+it changes is over: a trip already flown, a maintenance window already closed, a shift
+already worked. The watch keeps the latest date per resource and the changes that named one;
+the instructions are read at close, when they are known.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from mast_otel.processors.classify import name_words
 from mast_otel.processors.model import StepRef
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -60,11 +62,12 @@ class PastWatch:
         self.now = now
         self.keys = keys
         self.limit = limit
-        self.latest: dict[str, str] = {}
+        # Per resource name: its latest scheduled date and the read tool's nouns.
+        self.latest: dict[str, tuple[str, frozenset[str]]] = {}
         self.changes: list[HeldChange] = []
 
-    def read(self, arguments: str, result: str) -> None:
-        """A read call's result: the latest scheduled date of the resource its arguments name."""
+    def read(self, tool_name: str, arguments: str, result: str) -> None:
+        """A call's result: the latest scheduled date of the resource its arguments name."""
         if self.now is None or len(result) > _MAX_RESULT or not result.lstrip().startswith("{"):
             return
         names = _identifiers(arguments)
@@ -76,11 +79,12 @@ class PastWatch:
             return
         dates: list[str] = []
         self._dates(parsed, dates, [0])
+        if not dates:
+            return  # a result without a schedule (an acknowledgement) leaves what was read
+        nouns = frozenset(name_words(tool_name)[1:])
         for name in names:
-            if dates and (name in self.latest or len(self.latest) < MAX_RESOURCES):
-                self.latest[name] = max(dates)
-            else:
-                self.latest.pop(name, None)
+            if name in self.latest or len(self.latest) < MAX_RESOURCES:
+                self.latest[name] = (max(dates), nouns)
 
     def _dates(self, value: Any, out: list[str], seen: list[int]) -> None:
         if seen[0] > _MAX_VALUES:
@@ -98,12 +102,16 @@ class PastWatch:
             for item in value:
                 self._dates(item, out, seen)
 
-    def change(self, ref: StepRef, call: str, arguments: str) -> None:
+    def change(self, ref: StepRef, tool_name: str, call: str, arguments: str) -> None:
+        """A change: held when it names a resource a read of the same kind (a noun the tool
+        names share: `get_booking` and `cancel_booking`) dated."""
         if self.now is None or len(self.changes) >= self.limit:
             return
+        nouns = set(name_words(tool_name)[1:])
         for name in _identifiers(arguments):
-            if name in self.latest:
-                self.changes.append(HeldChange(ref, call, name, self.latest[name]))
+            latest, read_nouns = self.latest.get(name, ("", frozenset()))
+            if latest and nouns & read_nouns:
+                self.changes.append(HeldChange(ref, call, name, latest))
                 return
 
     def past(self, instructions: str) -> list[tuple[HeldChange, str, str]]:

@@ -151,9 +151,9 @@ class TaskSpecificationRun(DetectorRun):
                 self._change(step, run)
                 findings.extend(self._refused(step, run))
                 call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
-                self.past.change(run.ref(step), call, step.tool_arguments)
+                self.past.change(run.ref(step), step.tool_name, call, step.tool_arguments)
             if not step.failed:
-                self.past.read(step.tool_arguments, step.tool_result)
+                self.past.read(step.tool_name, step.tool_arguments, step.tool_result)
             if not mutating:
                 self._escalation(step, run, action.kind is _ESCALATION)
                 self.details.looked_up(step.tool_arguments)

@@ -66,3 +66,21 @@ def test_fm11_real_run_cancels_a_trip_already_flown():
     assert "4XGCCM" in found[0].message and "2024-05-04" in found[0].message
     # run 0 changes only future reservations: silent for this rule
     assert [f for f in tau_findings(0, "FM-1.1") if f.rule == "change_to_past_resource"] == []
+
+
+def test_fm11_a_change_to_another_kind_of_resource_than_the_dated_one_is_silent():
+    # the customer's past visits are dated; a new booking for that customer changes no visit
+    run = RunBuilder(agent="ops")
+    ask = "Book a new maintenance slot for customer C-9."
+    run.llm(input_text=ask, calls=("get_customer",))
+    visits = {"id": "C-9", "visits": [{"date": "2025-01-04"}, {"date": "2025-02-01"}]}
+    run.tool("get_customer", {"customer_id": "C-9"}, json.dumps(visits))
+    run.llm(input_text="Yes, book it.", calls=("create_maintenance_slot",))
+    run.tool("create_maintenance_slot", {"customer_id": "C-9", "date": "2025-03-20"}, "{}")
+    steps = [*run.steps, run.root(**{conventions.TASK_DESCRIPTION: OPS_POLICY})]
+    assert rules(steps, mode="FM-1.1") == []
+    # the same customer record changed: it is the dated resource
+    run.llm(input_text="Also delete C-9.", calls=("delete_customer",))
+    run.tool("delete_customer", {"customer_id": "C-9"}, "{}")
+    steps = [*run.steps, run.root(**{conventions.TASK_DESCRIPTION: OPS_POLICY})]
+    assert rules(steps, mode="FM-1.1") == [("FM-1.1", "change_to_past_resource")]
