@@ -16,7 +16,10 @@ defaults):
   matches `escalation_tool_pattern`) after it told the user the request is not allowed
   (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle;
   `escalation_offered_after_refusal`: the same, where the agent offers the escalation in its
-  words (`escalation_offer_pattern`) rather than making it (reported once per run);
+  words (`escalation_offer_pattern`) rather than making it (reported once per run). Neither
+  is reported when the refusal came before any tool returned anything (it is about the kind
+  of request, not a rule applied to what was read) and the user's last turn asked for a
+  person (`person_request_pattern`);
 - `offer_before_request`: the instructions forbid offering something unless the user asks
   (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
   voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
@@ -25,7 +28,14 @@ defaults):
   task_specification_details.py);
 - `change_before_prerequisites`: a change made before the agent obtained what the instructions
   say to obtain first for changes of its verb (`prerequisite_pattern`; see
-  task_specification_prerequisites.py).
+  task_specification_prerequisites.py);
+- `change_to_past_resource`: the instructions state the current time
+  (`current_time_pattern`), and a change names a resource whose scheduled dates, as a call
+  last read them (`schedule_key_pattern`), all lie before the current day (see
+  task_specification_past.py);
+- `change_after_own_refusal`: a change whose tool's verb the agent had refused, in words
+  (`refusal_pattern`), for the very resource the change names (see
+  task_specification_refused.py).
 
 Policy attributes usually sit on the root span, which arrives last; calls are therefore
 checked as they come against what is known, and again at close against the whole policy, so
@@ -43,6 +53,7 @@ from mast_otel.processors.detectors.task_specification_offer import optional
 from mast_otel.processors.detectors.task_specification_policy import (
     AFFIRMATIVE,
     CONFIRMATION_REQUIRED,
+    CURRENT_TIME,
     ESCALATE_ONLY,
     ESCALATION_OFFER,
     ESCALATION_TOOL,
@@ -50,8 +61,10 @@ from mast_otel.processors.detectors.task_specification_policy import (
     NO_PROACTIVE_OFFER,
     OFFER,
     OFFER_REQUEST,
+    PERSON_REQUEST,
     PREREQUISITE,
     REFUSAL,
+    SCHEDULE_KEY,
 )
 from mast_otel.processors.detectors.task_specification_run import TaskSpecificationRun
 from mast_otel.processors.run import DetectorRun, Run
@@ -99,6 +112,10 @@ class TaskSpecificationConfig:
     escalation_offer_pattern: str = ESCALATION_OFFER
     # The agent telling the user a request is not allowed (its own refusal, by policy).
     refusal_pattern: str = REFUSAL
+    # A user turn asking to be put through to a person: after a refusal the agent made
+    # before any tool returned anything, escalating to that person is not reported; ""
+    # reports it.
+    person_request_pattern: str = PERSON_REQUEST
     # Instructions that forbid offering something unless the user asks for it; "" turns the
     # `offer_before_request` rule off.
     no_proactive_offer_pattern: str = NO_PROACTIVE_OFFER
@@ -115,6 +132,12 @@ class TaskSpecificationConfig:
     # The agent offering such a thing in its words to the user (not when negated: "I cannot
     # offer ...").
     offer_pattern: str = OFFER
+    # Instructions stating the current time (its first ISO date is the current day); "" turns
+    # the `change_to_past_resource` rule off.
+    current_time_pattern: str = CURRENT_TIME
+    # Keys of a read result whose dates are the resource's schedule (not birth, creation or
+    # update stamps).
+    schedule_key_pattern: str = SCHEDULE_KEY
     # A user turn asking for such a thing (after which an offer is an answer).
     offer_request_pattern: str = OFFER_REQUEST
 
@@ -128,9 +151,12 @@ class TaskSpecificationConfig:
             "escalation_tool_pattern",
             "escalation_offer_pattern",
             "refusal_pattern",
+            "person_request_pattern",
             "no_proactive_offer_pattern",
             "offer_pattern",
             "offer_request_pattern",
+            "current_time_pattern",
+            "schedule_key_pattern",
             "prerequisite_pattern",
             "detail_value_pattern",
             "free_argument_pattern",
@@ -162,10 +188,13 @@ class TaskSpecification(Detector):
         self.escalation_tool = re.compile(c.escalation_tool_pattern, flags)
         self.escalation_offer = optional(c.escalation_offer_pattern)
         self.refusal = re.compile(c.refusal_pattern, flags)
+        self.person_request = optional(c.person_request_pattern)
         self.no_proactive_offer = optional(c.no_proactive_offer_pattern)
         self.offer = optional(c.offer_pattern)
         self.offer_request = re.compile(c.offer_request_pattern, flags)
         self.prerequisite = optional(c.prerequisite_pattern)
+        self.current_time = optional(c.current_time_pattern)
+        self.schedule_key = re.compile(c.schedule_key_pattern, flags)
         self.detail_value = optional(c.detail_value_pattern)
         self.free_argument = re.compile(c.free_argument_pattern, flags)
 

@@ -104,15 +104,33 @@ ESCALATION_OFFER = (
     r"representative|specialist)"
 )
 
+# Instructions stating the current time (its first ISO date is the current day); "" turns
+# the `change_to_past_resource` rule off.
+CURRENT_TIME = r"\b(current|today'?s?)\s+(date|time|day)\b[^.\n]{0,40}?\d{4}-\d{2}-\d{2}"
+
+# Keys of a read result whose dates are the resource's schedule (not birth, creation or
+# update stamps).
+SCHEDULE_KEY = (
+    r"^(?!.*(birth|dob|creat|updat|modif|expir|issued|paid|purchas))"
+    r"(date|\w+_date|start\w*|end\w*|scheduled\w*|depart\w*|arriv\w*|due\w*)$"
+)
+
+# A user turn asking to be put through to a person.
+PERSON_REQUEST = (
+    r"\b(supervisor|manager|human|(real|live) person|representative|someone (else|above))\b|"
+    r"\b(speak|talk)\s+(to|with)\s+(someone|somebody|a person)\b"
+)
+
 # The agent telling the user a request is not allowed (its own refusal, by policy).
 REFUSAL = (
     r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"
     r"issue|update|offer|grant|approve|do)|i can(not|'t|not) (cancel|change|modify|process|"
     r"remove|refund|issue|update|offer|grant|approve)|(cannot|can't|can not) be (cancel\w*|"
-    r"changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
-    r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|not (allowed|permitted) (by|under|"
-    r"according to)|against (the |our )?polic\w*|polic(y|ies) (does not|doesn't|do not|don't) "
-    r"(allow|permit)|i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
+    r"added|changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
+    r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|(does not|doesn't) cover|"
+    r"not (allowed|permitted) (by|under|according to)|against (the |our )?polic\w*|"
+    r"polic(y|ies) (does not|doesn't|do not|don't) (allow|permit)|"
+    r"i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
 )
 
 # Instructions that forbid offering something unless the user asks for it; "" turns the
@@ -134,7 +152,7 @@ PREREQUISITE = (
 # The agent offering such a thing in its words to the user (not when negated: "I cannot
 # offer ...").
 OFFER = (
-    r"\b(offer|issue|provide|give|grant)\w*\s+(you\s+)?((a|an|the|some)\s+)?"
+    r"\b(offer|issu|provid|giv|grant|receiv|eligible\s+for)\w*\s+(you\s+)?((a|an|the|some)\s+)?"
     r"(\$\s?\d[\d,.]*\s+)?([\w-]+\s+){0,2}(certificate|voucher|coupon|credit(?!\s*card)|"
     r"discount|compensation|goodwill|gesture)s?\b"
 )

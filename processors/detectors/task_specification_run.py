@@ -15,12 +15,14 @@ from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.policy import KeptCalls
 from mast_otel.processors.detectors.task_specification_details import DetailWatch
 from mast_otel.processors.detectors.task_specification_offer import OfferWatch, sentence
+from mast_otel.processors.detectors.task_specification_past import PastWatch
 from mast_otel.processors.detectors.task_specification_policy import (
     Policy,
     breaches,
     task_policy,
 )
 from mast_otel.processors.detectors.task_specification_prerequisites import PrerequisiteWatch
+from mast_otel.processors.detectors.task_specification_refused import RefusalWatch
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -61,12 +63,16 @@ class TaskSpecificationRun(DetectorRun):
         "kept",
         "offered",
         "offers",
+        "past",
         "pending",
         "policy",
         "policy_version",
         "prerequisites",
         "proposal",
+        "read",
         "refusal",
+        "refusal_checked",
+        "refusals",
         "reported",
         "steps",
         "tokens",
@@ -102,9 +108,17 @@ class TaskSpecificationRun(DetectorRun):
         self.proposal = False
         self.failed_change: tuple[str, str] | None = None
         self.refusal = ""
+        # Whether a tool had returned anything before the agent's first refusal: a refusal
+        # with nothing read is about the kind of request, not a rule applied to a case.
+        self.read = False
+        self.refusal_checked = False
+        self.refusals = RefusalWatch(detector.refusal)
         self.offered = False
         self.prerequisites = PrerequisiteWatch(
             detector.prerequisite, self.config.max_findings_per_run
+        )
+        self.past = PastWatch(
+            detector.current_time, detector.schedule_key, self.config.max_findings_per_run
         )
         self.details = DetailWatch(detector.detail_value, detector.free_argument)
         self.offers = OfferWatch(
@@ -131,10 +145,16 @@ class TaskSpecificationRun(DetectorRun):
             if policy.allowed_tools is not None or (policy.read_only and mutating):
                 findings.extend(self._check_call(step, mutating, step.tool_arguments, run, policy))
             self.kept.keep(step, mutating, run, step.tool_name, None)
+            self.read = self.read or (not step.failed and bool(step.tool_result.strip()))
             self.prerequisites.called(step.tool_arguments)
             if mutating:
                 self._change(step, run)
-            else:
+                findings.extend(self._refused(step, run))
+                call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
+                self.past.change(run.ref(step), step.tool_name, call, step.tool_arguments)
+            if not step.failed:
+                self.past.read(step.tool_name, step.tool_arguments, step.tool_result)
+            if not mutating:
                 self._escalation(step, run, action.kind is _ESCALATION)
                 self.details.looked_up(step.tool_arguments)
                 self.details.result(step.tool_result)
@@ -148,22 +168,41 @@ class TaskSpecificationRun(DetectorRun):
             if step.output_text:
                 self.prerequisites.said(step.output_text)
                 self.details.spoken(step.output_text)
+                self.refusals.spoken(step.output_text)
                 if not step.tool_calls:
                     self.proposal = True
                 if not self.refusal:
                     found = self.detector.refusal.search(step.output_text)
                     if found:
                         self.refusal = sentence(step.output_text, found)
+                        self.refusal_checked = self.read
                 self._offer(step, run)
                 if not step.tool_calls and (made := self.offers.agent_said(step.output_text)):
                     why = OfferWatch.message(made)
                     self._hold("offer_before_request", step, run, why, {"offer": made})
         return findings
 
+    def _refused(self, step: Step, run: Run) -> list[Finding]:
+        """A change of what the agent itself told the user is not allowed."""
+        found = self.refusals.refused(step.tool_name, step.tool_arguments)
+        rule = "change_after_own_refusal"
+        return [] if found is None else self._once(step, rule, 0.75, *found, run)
+
+    def _refusing(self) -> bool:
+        """The agent refused a request it may not escalate: not when the refusal came before
+        any tool returned anything and the user then asked for a person (a request the agent
+        has no action for, handed to the person the user asked for)."""
+        if not self.refusal:
+            return False
+        person = self.detector.person_request
+        return self.refusal_checked or person is None or not person.search(self.user_text)
+
     def _escalation(self, step: Step, run: Run, escalation: bool = False) -> None:
         """A call that escalates to a person (so classified, or by its tool name), after the
         agent's own refusal: held for the escalate-only clause."""
-        if self.refusal and (escalation or self.detector.escalation_tool.search(step.tool_name)):
+        if not self._refusing():
+            return
+        if escalation or self.detector.escalation_tool.search(step.tool_name):
             self._hold(
                 "escalation_after_refusal",
                 step,
@@ -177,7 +216,7 @@ class TaskSpecificationRun(DetectorRun):
     def _offer(self, step: Step, run: Run) -> None:
         """An escalation offered in words after the agent's own refusal (once per run)."""
         offer = self.detector.escalation_offer
-        if offer is None or not self.refusal or self.offered:
+        if offer is None or self.offered or not self._refusing():
             return
         found = offer.search(step.output_text)
         if found is None:
@@ -279,6 +318,13 @@ class TaskSpecificationRun(DetectorRun):
             values = {"call": change.call, "missing": lacking, "instruction": said}
             rule = "change_before_prerequisites"
             findings.extend(self._once(change.ref, rule, 0.7, why, values, run))
+        for gone, today, said in self.past.past(instructions):
+            why = f"{gone.call} changes {gone.resource}, whose scheduled dates as last read end "
+            why += f"on {gone.latest}, before the current day the instructions state ({today}): "
+            why += "it has already taken place"
+            values = {"call": gone.call, "resource": gone.resource, "latest": gone.latest}
+            values["instruction"] = said
+            findings.extend(self._once(gone.ref, "change_to_past_resource", 0.7, why, values, run))
         if (
             policy.max_steps
             and self.steps > policy.max_steps

@@ -1,0 +1,75 @@
+"""FM-1.1's `change_after_own_refusal` watch: a change the agent itself said is not allowed.
+
+The agent tells the user, in a paragraph that names a resource ("Reservation XEHM4B cannot be
+cancelled: ..."), that an action is not allowed (`refusal_pattern`, whose words include a
+word of the action's family: "cancelled" of `cancel`). A later change whose tool's verb is of
+that family (`cancel_reservation`) and whose arguments name that resource does what the agent
+had ruled out. A paragraph is a block of text between blank lines or a list item.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mast_otel.processors.classify import name_words
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.clarification_offers import string_arguments
+from mast_otel.processors.detectors.task_specification_offer import sentence
+
+_PARAGRAPH = re.compile(r"\n\s*\n|\n(?=\s*(?:\d+[.)]|[-*•])\s)")
+_WORD = re.compile(r"[a-z]+")
+# Refusals remembered per run, and characters kept of each paragraph (bounds on memory).
+MAX_REFUSALS = 64
+_MAX_PARAGRAPH = 2000
+
+
+@dataclass(slots=True)
+class Refusal:
+    paragraph: str
+    words: frozenset[str]
+    said: str
+
+
+def _same(word: str, verb: str) -> bool:
+    """A word of the verb's family: `cancel` and `cancelled`, `modify` and `modified`."""
+    short = min(len(word), len(verb), 5)
+    return short >= 4 and word[:short] == verb[:short]
+
+
+class RefusalWatch:
+    """The agent's refusals that name something, to check each change against."""
+
+    __slots__ = ("pattern", "refusals")
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.refusals: list[Refusal] = []
+
+    def spoken(self, text: str) -> None:
+        """The agent's words: each paragraph that holds a refusal."""
+        for paragraph in _PARAGRAPH.split(text[:20_000]):
+            found = self.pattern.search(paragraph)
+            if found and len(self.refusals) < MAX_REFUSALS:
+                words = frozenset(_WORD.findall(found.group(0).lower()))
+                said = " ".join(sentence(paragraph, found).split())
+                self.refusals.append(Refusal(paragraph[:_MAX_PARAGRAPH], words, said))
+
+    def refused(self, tool_name: str, arguments: str) -> tuple[str, dict[str, Any]] | None:
+        """(the message, the values) of a change the agent had said, of this resource, is not
+        allowed."""
+        verbs = [w for w in name_words(tool_name) if len(w) >= 4]
+        if not verbs or not self.refusals:
+            return None
+        values = [v for _, v in string_arguments(arguments) if len(v) >= 4]
+        for refusal in self.refusals:
+            if not any(_same(w, verb) for w in refusal.words for verb in verbs):
+                continue
+            for value in values:
+                if value in refusal.paragraph:
+                    call = f"{tool_name}({short(arguments, 200)})"
+                    message = f"{call} changes {value}, of which the agent had told the user "
+                    message += repr(refusal.said)
+                    return message, {"call": call, "resource": value, "refusal": refusal.said}
+        return None
