@@ -11,8 +11,8 @@ Rules of their own modules, run from here: `other_tool_executed`, `verb_mismatch
 and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 (reasoning_claims.py); `report_contradicts_result` (reasoning_report.py);
 `report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
-(reasoning_promise.py); `group_told_as_member` (reasoning_groups.py). Their settings are
-this module's config class.
+(reasoning_promise.py); `group_told_as_member` (reasoning_groups.py); `inability_then_done`
+(reasoning_inability.py). Their settings are this module's config class.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_groups import Groups
+from mast_otel.processors.detectors.reasoning_inability import Inabilities, InabilityRules
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
@@ -38,6 +39,7 @@ from mast_otel.processors.run import DetectorRun, Run
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
 _MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
@@ -128,6 +130,14 @@ class ReasoningActionConfig:
             "of",
         ]
     )
+    # `inability_then_done`: the model says it cannot find or see something (the thing in
+    # group `object`); a later result naming it belies that. "" turns the rule off.
+    inability_pattern: str = (
+        r"(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not)|"
+        r"\bI (?:don't|do not) have (?:the ability to|access to)"
+        r")\s+(?:directly\s+)?(?:look up|access|search(?: for)?|find|retrieve|see|view|"
+        r"check|provide|share)\b(?:\s+or\s+\w+)?(?P<object>[^.!?\n]*)"
+    )
     # Words before a claim in its sentence that make it no claim ("once they have been added",
     # "if it has been sent", "not yet").
     claim_condition_pattern: str = (
@@ -179,6 +189,7 @@ class ReasoningActionConfig:
             "expression_pattern",
             "charge_statement_pattern",
             "changed_to_pattern",
+            "inability_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -216,6 +227,7 @@ class ReasoningAction(Detector):
         self.claims = ClaimRules(self.config)
         self.reports = ReportRules(self.config, self.classifier)
         self.fields = FieldRules(self.config)
+        self.inability = InabilityRules(self.config)
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -234,6 +246,7 @@ class _ReasoningRun(DetectorRun):
         "fields",
         "findings",
         "groups",
+        "inabilities",
         "names",
         "promises",
         "reasoning",
@@ -258,6 +271,7 @@ class _ReasoningRun(DetectorRun):
         self.fields = Fields(detector.fields)
         self.promises = Promises(self.fields)
         self.groups = Groups(detector.amounts.value)
+        self.inabilities = Inabilities(detector.inability)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -285,6 +299,7 @@ class _ReasoningRun(DetectorRun):
         findings.extend(self.groups.model(step, run, self._emit))
         self.amounts.model(step, run)
         findings.extend(self.claims.model(step, run, self._emit))
+        self.inabilities.model(step, run)
         if step.tool_calls:
             self.reasoning[step.agent] = step
             if self.detector.signals.claims_success(text):
@@ -331,6 +346,8 @@ class _ReasoningRun(DetectorRun):
             )
         self.reports.tool(step, action.kind, run)
         self.groups.tool(step)
+        acts = action.kind is _MUTATING or action.kind is _READ
+        findings.extend(self.inabilities.tool(step, acts, run, self._emit))
         findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
         self.fields.tool(step, action.kind is _MUTATING and not step.failed, run)
         if len(self.names) < _MAX_WORDS:

@@ -1,0 +1,121 @@
+"""FM-2.6 reasoning-action mismatch: "I can't look that up", and then a call does.
+
+- `inability_then_done`: the model tells the user it cannot find or see something ("I'm
+  unable to look up reservations using just the user ID", "I don't have access to your
+  gift card balances": `inability_pattern`, the thing refused in its group `object`), and
+  a later successful call (a read or a change) returns a result naming at least half of the
+  thing's words (`claim_stopwords` and vague words left out; "gift card" matches a result's
+  `gift_card`): what it said it could not do, the agent did. One finding per refusal."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
+from mast_otel.processors.model import Finding, Step, StepRef
+from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+
+# Words that name no thing of their own in what was refused.
+_VAGUE = frozenset(
+    [
+        "about",
+        "information",
+        "info",
+        "details",
+        "detail",
+        "specific",
+        "real",
+        "time",
+        "current",
+        "exact",
+        "any",
+        "more",
+        "other",
+        "using",
+        "just",
+        "directly",
+        "with",
+        "from",
+        "without",
+        "only",
+        "such",
+        "some",
+        "data",
+        "status",
+    ]
+)
+_WORD = re.compile(r"[a-z]{3,}")
+# Refusals waiting for a result, and the characters of a result read for its words.
+_MAX_PENDING = 32
+_MAX_RESULT = 50_000
+
+
+class InabilityRules:
+    """The rule's pattern and words, compiled once per detector."""
+
+    def __init__(self, config: ReasoningActionConfig) -> None:
+        self.pattern = (
+            re.compile(config.inability_pattern, re.IGNORECASE)
+            if config.inability_pattern
+            else None
+        )
+        self.stopwords = frozenset(w.lower() for w in config.claim_stopwords) | _VAGUE
+
+
+class Inabilities:
+    """One run's refusals not yet belied: (where, the words said, the thing's stems)."""
+
+    __slots__ = ("pending", "rules")
+
+    def __init__(self, rules: InabilityRules) -> None:
+        self.rules = rules
+        self.pending: list[tuple[StepRef, str, frozenset[str]]] = []
+
+    def model(self, step: Step, run: Run) -> None:
+        """Remember what the model says it cannot find or see."""
+        pattern = self.rules.pattern
+        if pattern is None or not step.output_text or len(self.pending) >= _MAX_PENDING:
+            return
+        text = step.output_text
+        for match in pattern.finditer(text):
+            thing = match.group("object") or ""
+            stems = frozenset(
+                stem(w) for w in _WORD.findall(thing.lower()) if w not in self.rules.stopwords
+            )
+            if stems and len(self.pending) < _MAX_PENDING:
+                said = around(text, match.start(), match.end())
+                self.pending.append((run.ref(step), said, stems))
+
+    def tool(self, step: Step, acts: bool, run: Run, emit: Emit) -> list[Finding]:
+        """A successful read or change (`acts`) whose result names a refused thing."""
+        if not self.pending or not acts or step.failed or not step.tool_result:
+            return []
+        words = {stem(w) for w in _WORD.findall(step.tool_result[:_MAX_RESULT].lower())}
+        findings: list[Finding] = []
+        left = []
+        for refusal in self.pending:
+            where, said, stems = refusal
+            shown = sorted(stems & words)
+            if 2 * len(shown) < len(stems):
+                left.append(refusal)
+                continue
+            call = f"{step.tool_name}({short(step.tool_arguments, 120)})"
+            findings.extend(
+                emit(
+                    where,
+                    "inability_then_done",
+                    0.7,
+                    f"the model said {said!r}, and then {call} returned it (its result names "
+                    f"{', '.join(shown)})",
+                    [where, step],
+                    {"said": said, "call": call, "named": shown},
+                    run,
+                )
+            )
+        self.pending = left
+        return findings
