@@ -81,9 +81,11 @@ class ReasoningActionConfig:
     # A statement that something was done: the verb (group `verb`) and the thing (group
     # `thing`) are compared with the run's successful changes. "" turns the rule off.
     claimed_action_pattern: str = (
-        r"(?P<thing>(?:\b\w+\s+){0,3}?\w+)\s+(?:has|have)\s+(?:now\s+)?(?:also\s+)?been\s+"
+        r"(?P<thing>(?:\b\w+\s+){0,3}?\w+)\s+(?:(?:has|have)\s+(?:now\s+)?(?:also\s+)?been\s+"
         r"(?:successfully\s+)?(?P<verb>added|removed|cancell?ed|booked|sent|issued|deleted|"
-        r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned)\b|"
+        r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned|waived)|"
+        # a charge let off: "the fee was waived"
+        r"(?:was|were)\s+(?P<verb4>waived))\b|"
         r"\bI(?:'ve| have)\s+(?:now\s+)?(?:also\s+)?(?:successfully\s+)?(?P<verb2>added|removed|"
         r"cancell?ed|booked|sent|issued|deleted|created|closed|restarted|deployed|merged|"
         r"submitted|scheduled|assigned)\s+(?P<thing2>(?:\w+\s+){0,3}\w+)|"

@@ -56,7 +56,13 @@ class Claims:
             return []
         text = step.output_text
         for match in pattern.finditer(text):
-            verb = match.group("verb") or match.group("verb2") or match.group("verb3") or ""
+            verb = (
+                match.group("verb")
+                or match.group("verb2")
+                or match.group("verb3")
+                or match.group("verb4")
+                or ""
+            )
             thing = match.group("thing") or match.group("thing2") or match.group("thing3") or ""
             wanted = {
                 stem(w)
