@@ -30,6 +30,8 @@ def _found(run: RunBuilder, config: DetectorsConfig | None = None) -> list[str]:
 
 
 def test_fm26_says_it_cannot_look_up_invoices_then_a_call_returns_them():
+    told = _billing("I don't have access to invoices by email. Please check your inbox.")
+    assert len(_found(told)) == 1
     run = _billing("I'm unable to look up invoices by email address. Please check your inbox.")
     messages = _found(run)
     assert len(messages) == 1
@@ -54,7 +56,9 @@ def test_fm26_a_refusal_no_result_belies_is_silent():
     change = _billing("I cannot cancel invoices by email address.")
     # Words only about the way of asking ("using just the details") name no thing.
     vague = _billing("I'm unable to check using just those details.")
-    for run in (other, change, vague):
+    # "Provide" refuses a look-up only when what is refused is information.
+    grant = _billing("I cannot provide invoice credits by email.")
+    for run in (other, change, vague, grant):
         assert _found(run) == []
 
 
