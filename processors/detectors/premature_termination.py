@@ -68,11 +68,12 @@ class PrematureTerminationConfig:
     # counts as never acted on; 0 turns the rule off.
     min_answers_without_tools: int = 1
     # `parked_on_user`: a final answer waiting for the user to bring something back ("" turns
-    # the rule off; "if you have any questions" is no such wait).
+    # the rule off; "if you have any questions", "when you have time" wait for nothing).
     deferral_pattern: str = (
         r"\b(?:once|when|whenever|as soon as) you(?:'ve)? (?:have|find|locate|get|gather|obtain|"
         r"retrieve|provide|share|send|are ready with|have (?:located|found|gathered))\b"
-        r"(?! any\b)"
+        r"(?!\s+(?:any|more|further|other|additional|some|time|a (?:moment|chance|minute)|"
+        r"questions)\b)"
     )
 
     def validate(self) -> None:

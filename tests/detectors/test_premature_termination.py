@@ -170,9 +170,11 @@ def test_fm31_helpdesk_ends_waiting_for_an_identifier_it_could_read():
 def test_fm31_a_sign_off_or_a_change_made_is_not_parked():
     # A sign-off offering help "if you have any questions" waits for nothing.
     polite = _helpdesk("The re-image is scheduled. If you have any questions, let me know.")
+    later = _helpdesk("Nothing is open yet. Reach out again when you have a moment.")
+    more = _helpdesk("Nothing is open yet. Once you have more questions, write to me.")
     # The request was acted on (a work order opened); what is left waits on the user.
     acted = _helpdesk("Work order W-1 is open. Once you have a backup, tell me.", change=True)
-    for run in (polite, acted):
+    for run in (polite, later, more, acted):
         assert rules(run.steps, mode="FM-3.1") == []
     idle = _helpdesk("Nothing is open yet. Once you have a backup, tell me.")
     assert rules(idle.steps, mode="FM-3.1") == [("FM-3.1", "parked_on_user")]
