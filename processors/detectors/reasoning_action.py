@@ -132,12 +132,12 @@ class ReasoningActionConfig:
             "of",
         ]
     )
-    # `inability_then_done`: the model says it cannot find or see something (the thing in
+    # `inability_then_done`: the model says it is not able to look something up (the thing in
     # group `object`); a later result naming it belies that. "" turns the rule off.
     # ("provide" only of information: "I cannot provide a refund" refuses no look-up).
     inability_pattern: str = (
         r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
-        r"(?:directly\s+)?(?:look up|access|search(?: for)?|find|retrieve|see|view|check|"
+        r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"
         r"(?:provide|share|give)(?:\s+you)?(?:\s+with)?"
         r"(?=\s+(?:any\s+|specific\s+|the\s+)?(?:information|details|data)\b))\b"
         r"(?:\s+or\s+\w+)?|\bI (?:don't|do not) have access to)(?P<object>[^.!?\n]*)"

@@ -1,8 +1,9 @@
 """FM-2.6 reasoning-action mismatch: "I can't look that up", and then a call does.
 
-- `inability_then_done`: the model tells the user it cannot find or see something ("I'm
+- `inability_then_done`: the model tells the user it is not able to look something up ("I'm
   unable to look up reservations using just the user ID", "I don't have access to your
-  gift card balances": `inability_pattern`, the thing refused in its group `object`), and
+  gift card balances": `inability_pattern`, the thing refused in its group `object`; "I
+  cannot find X" reports a search that failed, no inability), and
   a later successful call (a read or a change) returns a result naming at least half of the
   thing's words (`claim_stopwords` and vague words left out; "gift card" matches a result's
   `gift_card`): what it said it could not do, the agent did. One finding per refusal."""
@@ -77,7 +78,7 @@ class Inabilities:
         self.pending: list[tuple[StepRef, str, frozenset[str]]] = []
 
     def model(self, step: Step, run: Run) -> None:
-        """Remember what the model says it cannot find or see."""
+        """Remember what the model says it is not able to look up."""
         pattern = self.rules.pattern
         if pattern is None or not step.output_text or len(self.pending) >= _MAX_PENDING:
             return

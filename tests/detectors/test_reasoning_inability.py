@@ -58,7 +58,9 @@ def test_fm26_a_refusal_no_result_belies_is_silent():
     vague = _billing("I'm unable to check using just those details.")
     # "Provide" refuses a look-up only when what is refused is information.
     grant = _billing("I cannot provide invoice credits by email.")
-    for run in (other, change, vague, grant):
+    # A search that came back empty is no inability: finding it later is a recovery.
+    searched = _billing("I cannot find invoices for that email address yet.")
+    for run in (other, change, vague, grant, searched):
         assert _found(run) == []
 
 
