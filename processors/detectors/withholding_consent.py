@@ -13,7 +13,9 @@
   lists that name the call's means of payment (its payment lines) hold no positive number
   (none added, or only money going back), the rule stays silent. When those items do hold a
   positive number, the result shows the charge: words of a refund or of something free (about
-  another part of the deal) do not tell its size, only an amount does. A change that follows
+  another part of the deal) do not tell its size, only an amount does; and for a change after
+  another of the same yes, only that amount (or the running total of the yes's charges): the
+  amounts told priced the first part. A change that follows
   other words to the user than the yes asked for is a different failure (acting without a
   yes), not this one."""
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_common import numbers
 from mast_otel.processors.detectors.reasoning_report import list_items
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.model import Step, StepKind, StepRef
@@ -51,6 +54,8 @@ class Unpriced:
     asked: str
     # The positive amounts the change's result shows charged to the means (empty: unknown).
     charged: tuple[float, ...]
+    # Amounts were told, for another part of the deal than this change.
+    told_other: bool = False
 
 
 class ConsentRules:
@@ -79,6 +84,7 @@ class Consents:
     __slots__ = (
         "answer",
         "chain",
+        "chain_charged",
         "consent",
         "direct",
         "records",
@@ -98,6 +104,8 @@ class Consents:
         # Several changes after one answer, with no words between them: the model's messages
         # before the first of them (the deal the answer said yes to).
         self.chain: list[str] | None = None
+        # What the chain's successful changes so far charged (None: none succeeded yet).
+        self.chain_charged: list[float] | None = None
         # The list items of each record read, by id.
         self.records: dict[str, frozenset[str]] = {}
         # One finding per run: the same deal retried is the same withholding.
@@ -113,6 +121,7 @@ class Consents:
             self.answer = (run.ref(step), text)
             self.direct = self.consent is not None
             self.chain = None
+            self.chain_charged = None
             return None
         if step.kind is _TOOL and step.tool_name:
             return self._acted(step)
@@ -122,6 +131,7 @@ class Consents:
         self.texts.append(step.output_text)
         del self.texts[:-_MAX_TEXTS]
         self.chain = None
+        self.chain_charged = None
         if not step.tool_calls:  # words with a call are no question put to the user
             self.consent = (run.ref(step), step.output_text)
             self.direct = False
@@ -135,10 +145,12 @@ class Consents:
             return None
         # A failed change leaves the price told before it told: the retry is the same deal.
         texts = self.chain if self.chain is not None else self.texts
+        before = self.chain_charged
         if not step.failed:
             if self.chain is None:
                 self.chain = self.texts
             self.texts = []
+            self.chain_charged = [*(before or ()), *(charged or ())][:64]
         if (
             self.reported
             or not self.direct
@@ -158,7 +170,16 @@ class Consents:
         if any(
             rules.amount.search(t) or (not shown and rules.free.search(t)) for t in (*texts, said)
         ):
-            return None
+            # Amounts were told; after another change of the same yes, they priced that one
+            # unless one of them is this charge (or the chain's running total).
+            if before is None or not charged:
+                return None
+            told = {v for t in (*texts, said) for v in numbers(t)}
+            total = round(sum(before) + sum(charged), 2)
+            if total in told or any(round(v, 2) in told for v in charged):
+                return None
+            self.reported = True
+            return Unpriced(consent, answer, step, argument, asked, charged, True)
         self.reported = True
         return Unpriced(consent, answer, step, argument, asked, charged or ())
 

@@ -85,7 +85,7 @@ def test_fm24_a_result_showing_a_charge_outweighs_words_of_free_or_refund():
         assert "shows 180 charged" in found[0].message
 
 
-def _ticket_desk(between: str) -> RunBuilder:
+def _ticket_desk(between: str, consent: str = "") -> RunBuilder:
     """An event-ticketing agent: a yes to two changes, made one after the other with `between`
     (a read, or words to the user) before them; the second one charges the card."""
     tickets = (
@@ -104,7 +104,7 @@ def _ticket_desk(between: str) -> RunBuilder:
         input_text="Put the order in Kim's name and move us to the front row.", calls=("get_order",)
     )
     run.tool("get_order", {"order_id": "ORD-5"}, tickets)
-    run.llm(output="1. Holder: Kim Lee (no charge). 2. Seats: front row. Shall I go ahead?")
+    run.llm(output=consent or "1. Holder: Kim Lee (no charge). 2. Seats: front row. Go ahead?")
     run.human("Yes please.")
     if between == "read":
         run.llm(input_text="Yes please.", calls=("get_venue",))
@@ -178,3 +178,43 @@ def test_fm24_real_runs_charge_after_reads_or_a_first_change_past_the_yes():
     found = tau_findings(55, "FM-2.4")
     assert [f.rule for f in found] == ["unpriced_consent"]
     assert "gift_card_8190333" in found[0].message and "209 charged" in found[0].message
+
+
+def _two_charges(consent: str) -> RunBuilder:
+    """A telecom agent: one yes, then two changes on the account, each charging the card."""
+    plan = '{"account_id": "AC-3", "lines": [{"item": "plan", "card": "mc_9", "amount": 30}]}'
+    roaming = plan.replace("}]}", '}, {"item": "roaming", "card": "mc_9", "amount": 15}]}')
+    data = roaming.replace("}]}", '}, {"item": "data pack", "card": "mc_9", "amount": 20}]}')
+    run = RunBuilder(agent="telecom")
+    run.llm(input_text="Add roaming and a data pack to AC-3.", calls=("get_account",))
+    run.tool("get_account", {"account_id": "AC-3"}, plan)
+    run.llm(output=consent)
+    run.human("Yes.")
+    run.llm(input_text="Yes.", calls=("add_roaming",))
+    run.tool("add_roaming", {"account_id": "AC-3", "payment_card": "mc_9"}, roaming)
+    run.llm(input_text="Yes.", calls=("add_data_pack",))
+    run.tool("add_data_pack", {"account_id": "AC-3", "payment_card": "mc_9"}, data)
+    return run
+
+
+def test_fm24_a_price_told_for_one_part_of_the_deal_does_not_price_the_next():
+    # Roaming was priced ($15), the data pack was not, and it charges 20.
+    run = _two_charges("Roaming costs $15 a month; I will also add the data pack. Proceed?")
+    found = [f for f in analyse(run.steps)[0] if f.mode == "FM-2.4"]
+    assert [f.rule for f in found] == ["unpriced_consent"]
+    assert "add_data_pack" in found[0].message and "no message told 20" in found[0].message
+    # Each part priced, or the total of both told: silent.
+    for told in (
+        "Roaming costs $15 and the data pack $20. Proceed?",
+        "Roaming and the data pack come to $35 in all. Proceed?",
+    ):
+        assert rules(_two_charges(told).steps, mode="FM-2.4") == [], told
+
+
+@needs_tau
+def test_fm24_real_run_prices_the_flights_not_the_bag_added_with_them():
+    # Run 103: the yes (27) to new return flights ("Total Price: $242") and one checked bag;
+    # the flight change refunds 11, the bag change charges 50, which no message told.
+    found = tau_findings(103, "FM-2.4")
+    assert [f.rule for f in found] == ["unpriced_consent"]
+    assert "update_reservation_baggages" in found[0].message and "50" in found[0].message
