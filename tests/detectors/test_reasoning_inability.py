@@ -36,7 +36,7 @@ def test_fm26_says_it_cannot_look_up_invoices_then_a_call_returns_them():
     messages = _found(run)
     assert len(messages) == 1
     assert "unable to look up invoices" in messages[0] and "search_invoices" in messages[0]
-    assert "email, invoic" in messages[0]
+    assert "its result names invoic)" in messages[0]
     # The finding sits on the refusal, the evidence holds the call.
     finding = next(f for f in analyse(run.steps)[0] if f.rule == "inability_then_done")
     assert finding.span_id == run.steps[1].span_id
@@ -60,7 +60,9 @@ def test_fm26_a_refusal_no_result_belies_is_silent():
     grant = _billing("I cannot provide invoice credits by email.")
     # A search that came back empty is no inability: finding it later is a recovery.
     searched = _billing("I cannot find invoices for that email address yet.")
-    for run in (other, change, vague, grant, searched):
+    # Refused by one way of looking (a name), then looked up by another (the email).
+    other_way = _billing("I'm unable to look up invoices using just a name. Your email?")
+    for run in (other, change, vague, grant, searched, other_way):
         assert _found(run) == []
 
 
@@ -77,5 +79,7 @@ def test_fm26_real_run_says_it_cannot_look_up_reservations_by_user_id_then_does(
     assert len(found) == 1
     assert "unable to look up reservations" in found[0].message
     assert "get_user_details" in found[0].message
-    # Run 159 says it cannot give gift card balances and never reads them: not this rule.
+    # Run 22: "unable to search for reservations using just a name", asks for the user id and
+    # reads the user by it: consistent. Run 159 never reads what it refused.
+    assert [f for f in tau_findings(22, "FM-2.6") if f.rule == "inability_then_done"] == []
     assert [f for f in tau_findings(159, "FM-2.6") if f.rule == "inability_then_done"] == []
