@@ -106,13 +106,16 @@ class Inabilities:
         """A successful read or change (`acts`) whose result names a refused thing."""
         if not self.pending or not acts or step.failed or not step.tool_result:
             return []
-        words = {stem(w) for w in _WORD.findall(step.tool_result[:_MAX_RESULT].lower())}
+        # Each stem of the result's words, with the first word that has it (for the message).
+        words: dict[str, str] = {}
+        for word in _WORD.findall(step.tool_result[:_MAX_RESULT].lower()):
+            words.setdefault(stem(word), word)
         keys = {stem(w) for w in _WORD.findall(_keys(step.tool_arguments))}
         findings: list[Finding] = []
         left = []
         for refusal in self.pending:
             where, said, stems, ways = refusal
-            shown = sorted(stems & words)
+            shown = sorted(words[s] for s in stems & words.keys())
             if 2 * len(shown) < len(stems) or (ways and not ways & keys):
                 left.append(refusal)
                 continue

@@ -36,7 +36,7 @@ def test_fm26_says_it_cannot_look_up_invoices_then_a_call_returns_them():
     messages = _found(run)
     assert len(messages) == 1
     assert "unable to look up invoices" in messages[0] and "search_invoices" in messages[0]
-    assert "its result names invoic)" in messages[0]
+    assert "its result names invoices)" in messages[0]
     # The finding sits on the refusal, the evidence holds the call.
     finding = next(f for f in analyse(run.steps)[0] if f.rule == "inability_then_done")
     assert finding.span_id == run.steps[1].span_id
