@@ -15,7 +15,11 @@ Decided when the run closes:
   only re-prompts (`reprompt_pattern`: "continue", "please answer", an empty message: a
   harness) asked again;
 - `no_tool_call`: the run ended after `min_answers_without_tools` answers without a single
-  tool call: the request was answered from words alone, never acted on or looked up.
+  tool call: the request was answered from words alone, never acted on or looked up;
+- `parked_on_user`: the run changed nothing (no successful mutating call) and its final
+  answer leaves the request waiting until the user comes back with something
+  (`deferral_pattern`: "once you have the reservation ID", "whenever you have the order
+  number", "once you provide these details"): the agent stopped instead of finding it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.signals import is_final_answer
 from mast_otel.processors.model import Finding, Step, StepKind
@@ -62,9 +67,22 @@ class PrematureTerminationConfig:
     # Answers (model responses without a call) in a run that never called a tool before it
     # counts as never acted on; 0 turns the rule off.
     min_answers_without_tools: int = 1
+    # `parked_on_user`: a final answer waiting for the user to bring something back ("" turns
+    # the rule off; "if you have any questions", "when you have time" wait for nothing).
+    deferral_pattern: str = (
+        r"\b(?:once|when|whenever|as soon as) you(?:'ve)? (?:have|find|locate|get|gather|obtain|"
+        r"retrieve|provide|share|send|are ready with|have (?:located|found|gathered))\b"
+        r"(?!\s+(?:any|more|further|other|additional|some|time|a (?:moment|chance|minute)|"
+        r"questions)\b)"
+    )
 
     def validate(self) -> None:
-        for key in ("required_final_pattern", "announcement_pattern", "reprompt_pattern"):
+        for key in (
+            "required_final_pattern",
+            "announcement_pattern",
+            "reprompt_pattern",
+            "deferral_pattern",
+        ):
             try:
                 re.compile(getattr(self, key))
             except re.error as exc:
@@ -92,6 +110,11 @@ class PrematureTermination(Detector):
         )
         self.announcement = re.compile(self.config.announcement_pattern, re.IGNORECASE)
         self.reprompt = re.compile(self.config.reprompt_pattern, re.IGNORECASE)
+        self.deferral = (
+            re.compile(self.config.deferral_pattern, re.IGNORECASE)
+            if self.config.deferral_pattern
+            else None
+        )
 
     def open(self, run: Run) -> DetectorRun:
         return _PrematureRun(self)
@@ -101,6 +124,7 @@ class _PrematureRun(DetectorRun):
     __slots__ = (
         "answers",
         "calls",
+        "changed",
         "config",
         "content_seen",
         "detector",
@@ -131,6 +155,8 @@ class _PrematureRun(DetectorRun):
         self.content_seen = False
         self.first_answer: Step | None = None
         self.human_after_tool = False
+        # A successful change was made: the request was acted on.
+        self.changed = False
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _TOOL and step.tool_name:
@@ -138,6 +164,9 @@ class _PrematureRun(DetectorRun):
             self.calls += 1
             self.empty = None
             self.human_after_tool = False
+            if not self.changed and not step.failed:
+                action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
+                self.changed = action.kind is ActionKind.MUTATING
         elif step.kind is _LLM:
             self.last_model = step
             blank = _blank(step)
@@ -253,6 +282,24 @@ class _PrematureRun(DetectorRun):
                     run=run,
                 )
             ]
+        deferral = self.detector.deferral
+        waits = deferral.search(final.output_text) if deferral and not self.changed else None
+        if waits is not None:
+            return [
+                self.detector.finding(
+                    at=final,
+                    rule="parked_on_user",
+                    confidence=0.65,
+                    message=(
+                        f"the run changed nothing and ended waiting for the user to come back "
+                        f"({short(_sentence_of(final.output_text, waits.start()), 140)!r}) "
+                        f"after {self.calls} tool call{'s' if self.calls != 1 else ''}"
+                    ),
+                    evidence=[final],
+                    values={"final_answer": short(final.output_text, 300), "calls": self.calls},
+                    run=run,
+                )
+            ]
         if self.detector.signals.pending.found(final.output_text):
             return [
                 self.detector.finding(
@@ -287,6 +334,13 @@ def _blank(step: Step) -> bool:
     """A model response with no text and no call, that produced no output tokens either (a
     response whose tokens were counted but whose content was not recorded is not blank)."""
     return not step.output_text.strip() and not step.tool_calls and not (step.output_tokens or 0)
+
+
+def _sentence_of(text: str, at: int) -> str:
+    """The sentence of `text` holding the character at `at`."""
+    start = max(text.rfind(c, 0, at) for c in ".!?\n") + 1
+    ends = [i for i in (text.find(c, at) for c in ".!?\n") if i >= 0]
+    return text[start : min(ends) + 1 if ends else len(text)].strip()
 
 
 def _last_sentence(text: str) -> str:

@@ -11,8 +11,8 @@ Rules of their own modules, run from here: `other_tool_executed`, `verb_mismatch
 and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 (reasoning_claims.py); `report_contradicts_result` (reasoning_report.py);
 `report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
-(reasoning_promise.py); `group_told_as_member` (reasoning_groups.py). Their settings are
-this module's config class.
+(reasoning_promise.py); `group_told_as_member` (reasoning_groups.py); `inability_then_done`
+(reasoning_inability.py). Their settings are this module's config class.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_groups import Groups
+from mast_otel.processors.detectors.reasoning_inability import Inabilities, InabilityRules
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
@@ -38,6 +39,7 @@ from mast_otel.processors.run import DetectorRun, Run
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
 _MUTATING = ActionKind.MUTATING
+_READ = ActionKind.READ
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
@@ -79,9 +81,11 @@ class ReasoningActionConfig:
     # A statement that something was done: the verb (group `verb`) and the thing (group
     # `thing`) are compared with the run's successful changes. "" turns the rule off.
     claimed_action_pattern: str = (
-        r"(?P<thing>(?:\b\w+\s+){0,3}?\w+)\s+(?:has|have)\s+(?:now\s+)?(?:also\s+)?been\s+"
+        r"(?P<thing>(?:\b\w+\s+){0,3}?\w+)\s+(?:(?:has|have)\s+(?:now\s+)?(?:also\s+)?been\s+"
         r"(?:successfully\s+)?(?P<verb>added|removed|cancell?ed|booked|sent|issued|deleted|"
-        r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned)\b|"
+        r"created|closed|restarted|deployed|merged|submitted|scheduled|assigned|waived)|"
+        # a charge let off: "the fee was waived"
+        r"(?:was|were)\s+(?P<verb4>waived))\b|"
         r"\bI(?:'ve| have)\s+(?:now\s+)?(?:also\s+)?(?:successfully\s+)?(?P<verb2>added|removed|"
         r"cancell?ed|booked|sent|issued|deleted|created|closed|restarted|deployed|merged|"
         r"submitted|scheduled|assigned)\s+(?P<thing2>(?:\w+\s+){0,3}\w+)|"
@@ -127,6 +131,16 @@ class ReasoningActionConfig:
             "to",
             "of",
         ]
+    )
+    # `inability_then_done`: the model says it is not able to look something up (the thing in
+    # group `object`); a later result naming it belies that. "" turns the rule off.
+    # ("provide" only of information: "I cannot provide a refund" refuses no look-up).
+    inability_pattern: str = (
+        r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
+        r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"
+        r"(?:provide|share|give)(?:\s+you)?(?:\s+with)?"
+        r"(?=\s+(?:any\s+|specific\s+|the\s+)?(?:information|details|data)\b))\b"
+        r"(?:\s+or\s+\w+)?|\bI (?:don't|do not) have access to)(?P<object>[^.!?\n]*)"
     )
     # Words before a claim in its sentence that make it no claim ("once they have been added",
     # "if it has been sent", "not yet").
@@ -179,6 +193,7 @@ class ReasoningActionConfig:
             "expression_pattern",
             "charge_statement_pattern",
             "changed_to_pattern",
+            "inability_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -216,6 +231,7 @@ class ReasoningAction(Detector):
         self.claims = ClaimRules(self.config)
         self.reports = ReportRules(self.config, self.classifier)
         self.fields = FieldRules(self.config)
+        self.inability = InabilityRules(self.config)
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -234,6 +250,7 @@ class _ReasoningRun(DetectorRun):
         "fields",
         "findings",
         "groups",
+        "inabilities",
         "names",
         "promises",
         "reasoning",
@@ -258,6 +275,7 @@ class _ReasoningRun(DetectorRun):
         self.fields = Fields(detector.fields)
         self.promises = Promises(self.fields)
         self.groups = Groups(detector.amounts.value)
+        self.inabilities = Inabilities(detector.inability)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -285,6 +303,7 @@ class _ReasoningRun(DetectorRun):
         findings.extend(self.groups.model(step, run, self._emit))
         self.amounts.model(step, run)
         findings.extend(self.claims.model(step, run, self._emit))
+        self.inabilities.model(step, run)
         if step.tool_calls:
             self.reasoning[step.agent] = step
             if self.detector.signals.claims_success(text):
@@ -331,6 +350,8 @@ class _ReasoningRun(DetectorRun):
             )
         self.reports.tool(step, action.kind, run)
         self.groups.tool(step)
+        acts = action.kind is _MUTATING or action.kind is _READ
+        findings.extend(self.inabilities.tool(step, acts, run, self._emit))
         findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
         self.fields.tool(step, action.kind is _MUTATING and not step.failed, run)
         if len(self.names) < _MAX_WORDS:

@@ -7,7 +7,9 @@
   $290"), the sum or difference of an amount the model told before and a value seen (the
   total it told, less a gift card's balance), the total of a field over a list of a JSON
   result, or a value seen times a count the run states (the length of a list of records in
-  a result: two passengers, three flights). Numbers are compared as numbers: 1,234.50 is
+  a result: two passengers, three flights), or the result of the agent's own working, in
+  its words or its scratchpad's arguments, that checks out ("$402 + $306 + $308 = $1,016",
+  every operand supported). Numbers are compared as numbers: 1,234.50 is
   1234.5. A sum of two values from different sources is no support by itself: with
   hundreds of values seen, nearly any amount is one;
 - `unsupported_operand`: the agent computes with a number nothing gave it: a call's argument
@@ -36,6 +38,13 @@ from mast_otel.processors.run import Run
 
 if TYPE_CHECKING:
     from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+
+# A sum written out: "$402 + $306 - 8 = $700" (terms, then the result).
+_AMOUNT = r"\$?\s?\d[\d,]*(?:\.\d+)?"
+_WORKING = re.compile(
+    rf"(?P<terms>{_AMOUNT}(?:\s*[-+]\s*{_AMOUNT})+)\s*=\s*\$?\s?(?P<result>\d[\d,]*(?:\.\d+)?)"
+)
+_TERM = re.compile(r"(?:^|([-+]))\s*\$?\s?(\d[\d,]*(?:\.\d+)?)")
 
 
 @dataclass(slots=True)
@@ -91,6 +100,7 @@ class Amounts:
     def tool(self, step: Step, run: Run) -> None:
         """A tool call: its operands are checked, its result's numbers and totals are given."""
         self._operands(step, run)
+        self.working(step.tool_arguments)
         self.learn(step.tool_result or step.error)
         if self.seen is not None and self.rules.value is not None:
             self.seen |= list_totals(step.tool_result)
@@ -117,6 +127,22 @@ class Amounts:
                 self.derived.add(round(a + b, 2))
                 self.derived.add(round(b - a, 2))
 
+    def working(self, text: str) -> None:
+        """Sums written out ("a + b - c = d") whose operands are all supported and whose
+        arithmetic checks out: their results are derived."""
+        if self.seen is None or not text or "=" not in text:
+            return
+        for match in _WORKING.finditer(text[:20_000]):
+            terms = _TERM.findall(match.group("terms"))
+            total, ok = 0.0, True
+            for sign, digits in terms:
+                value = round(float(digits.replace(",", "")), 2)
+                ok = ok and self.supported(value, self.seen)
+                total += -value if sign == "-" else value
+            result = round(float(match.group("result").replace(",", "")), 2)
+            if ok and len(terms) >= 2 and abs(total - result) < 0.01:
+                self.derived.add(result)
+
     def supported(self, value: float, seen: set[float]) -> bool:
         if value in seen or value in self.derived:
             return True
@@ -135,6 +161,7 @@ class Amounts:
             return
         # The model's own working ("$123 + $167 = $290") derives its result.
         self._derive(numbers(step.output_text))
+        self.working(step.output_text)
         for match in pattern.finditer(step.output_text):
             values = numbers(match.group())
             if len(values) != 1:

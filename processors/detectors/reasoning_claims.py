@@ -1,9 +1,9 @@
 """FM-2.6 reasoning-action mismatch: changes claimed that no call made.
 
 - `claimed_unperformed_action`: the model says it has done something ("one bag has been
-  added", "I have cancelled ...": `claimed_action_pattern`) and no successful change before
-  it is of that kind: no successful mutating call names the verb or the thing claimed in its
-  tool name or argument names."""
+  added", "I have cancelled ...", "the change fee was waived": `claimed_action_pattern`) and
+  no successful change before it is of that kind: no successful mutating call names the verb
+  or the thing claimed in its tool name or argument names."""
 
 from __future__ import annotations
 
@@ -56,7 +56,13 @@ class Claims:
             return []
         text = step.output_text
         for match in pattern.finditer(text):
-            verb = match.group("verb") or match.group("verb2") or match.group("verb3") or ""
+            verb = (
+                match.group("verb")
+                or match.group("verb2")
+                or match.group("verb3")
+                or match.group("verb4")
+                or ""
+            )
             thing = match.group("thing") or match.group("thing2") or match.group("thing3") or ""
             wanted = {
                 stem(w)

@@ -1,17 +1,22 @@
 """FM-2.4 information withholding: a yes asked for a paid change without its price.
 
 - `unpriced_consent`: the model asks the user for a yes (`consent_pattern`: "please confirm",
-  "would you like to proceed"), the user answers, and the agent's very next action is a
-  change whose arguments name a means of payment (an argument whose name matches
+  "would you like to proceed"), the user answers, and a change the agent then makes, before
+  it says anything more to the user (reads may come between, and several changes may follow
+  one yes), names a means of payment (an argument whose name matches
   `payment_argument_pattern`: `payment_id`, `card`, `billing_account`), while no model message
-  since the previous successful change, nor the user's answer, told an amount (`amount_pattern`) or
-  that the change is free (`free_pattern`): the user said yes to a charge whose size the
-  agent kept to itself. Money going back (`credit_pattern`: a refund) is not a charge the
-  user decides on, nor is a change whose result shows no charge: when the change's result is
-  a record the run read before, and the items it added to the record's lists that name the
-  call's means of payment (its payment lines) hold no positive number (none added, or only
-  money going back), the rule stays silent. A change
-  that does not follow the user's answer directly is a different failure (acting without a
+  since the last change before that yes, nor the user's answer, told an amount
+  (`amount_pattern`) or that the change is free (`free_pattern`): the user said yes to a
+  charge whose size the agent kept to itself. Money going back (`credit_pattern`: a refund)
+  is not a charge the user decides on, nor is a change whose result shows no charge: when the
+  change's result is a record the run read before, and the items it added to the record's
+  lists that name the call's means of payment (its payment lines) hold no positive number
+  (none added, or only money going back), the rule stays silent. When those items do hold a
+  positive number, the result shows the charge: words of a refund or of something free (about
+  another part of the deal) do not tell its size, only an amount does; and for a change after
+  another of the same yes, only that amount (or the running total of the yes's charges): the
+  amounts told priced the first part. A change that follows
+  other words to the user than the yes asked for is a different failure (acting without a
   yes), not this one."""
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_common import numbers
 from mast_otel.processors.detectors.reasoning_report import list_items
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.model import Step, StepKind, StepRef
@@ -46,6 +52,10 @@ class Unpriced:
     call: Step
     argument: str
     asked: str
+    # The positive amounts the change's result shows charged to the means (empty: unknown).
+    charged: tuple[float, ...]
+    # Amounts were told, for another part of the deal than this change.
+    told_other: bool = False
 
 
 class ConsentRules:
@@ -71,16 +81,31 @@ class ConsentRules:
 class Consents:
     """One run's model messages since the last change and the user's last answer."""
 
-    __slots__ = ("answer", "consent", "direct", "records", "reported", "rules", "texts")
+    __slots__ = (
+        "answer",
+        "chain",
+        "chain_charged",
+        "consent",
+        "direct",
+        "records",
+        "reported",
+        "rules",
+        "texts",
+    )
 
     def __init__(self, rules: ConsentRules) -> None:
         self.rules = rules
         # The model's messages since the last change, the last one before the user's answer,
-        # the answer, and whether nothing but the model's call requests followed it yet.
+        # the answer, and whether the model has said nothing to the user since it.
         self.texts: list[str] = []
         self.consent: tuple[StepRef, str] | None = None
         self.answer: tuple[StepRef, str] | None = None
         self.direct = False
+        # Several changes after one answer, with no words between them: the model's messages
+        # before the first of them (the deal the answer said yes to).
+        self.chain: list[str] | None = None
+        # What the chain's successful changes so far charged (None: none succeeded yet).
+        self.chain_charged: list[float] | None = None
         # The list items of each record read, by id.
         self.records: dict[str, frozenset[str]] = {}
         # One finding per run: the same deal retried is the same withholding.
@@ -95,6 +120,8 @@ class Consents:
             text = step.input_text or step.output_text
             self.answer = (run.ref(step), text)
             self.direct = self.consent is not None
+            self.chain = None
+            self.chain_charged = None
             return None
         if step.kind is _TOOL and step.tool_name:
             return self._acted(step)
@@ -103,12 +130,13 @@ class Consents:
     def _said(self, step: Step, run: Run) -> None:
         self.texts.append(step.output_text)
         del self.texts[:-_MAX_TEXTS]
+        self.chain = None
+        self.chain_charged = None
         if not step.tool_calls:  # words with a call are no question put to the user
             self.consent = (run.ref(step), step.output_text)
             self.direct = False
 
     def _acted(self, step: Step) -> Unpriced | None:
-        direct, self.direct = self.direct, False
         action = self.rules.classifier.classify(step.tool_name, step.tool_arguments)
         change = action.kind is _MUTATING
         argument, means = self._payment_argument(step.tool_arguments) if change else ("", [])
@@ -116,46 +144,65 @@ class Consents:
         if not change:
             return None
         # A failed change leaves the price told before it told: the retry is the same deal.
-        texts = self.texts
+        texts = self.chain if self.chain is not None else self.texts
+        before = self.chain_charged
         if not step.failed:
+            if self.chain is None:
+                self.chain = self.texts
             self.texts = []
+            self.chain_charged = [*(before or ()), *(charged or ())][:64]
         if (
             self.reported
-            or not direct
+            or not self.direct
             or self.consent is None
             or self.answer is None
             or self.rules.consent is None
         ):
             return None
         (consent, asked), (answer, said) = self.consent, self.answer
-        if not argument or not charged or not self.rules.consent.search(asked):
+        if not argument or charged == () or not self.rules.consent.search(asked):
             return None
         rules = self.rules
-        if rules.credit.search(asked) or rules.credit.search(said):
+        # A result showing the charge is no refund, and "free" was said of something else.
+        shown = charged is not None
+        if not shown and (rules.credit.search(asked) or rules.credit.search(said)):
             return None
-        if any(rules.amount.search(t) or rules.free.search(t) for t in (*texts, said)):
-            return None
+        if any(
+            rules.amount.search(t) or (not shown and rules.free.search(t)) for t in (*texts, said)
+        ):
+            # Amounts were told; after another change of the same yes, they priced that one
+            # unless one of them is this charge (or the chain's running total).
+            if before is None or not charged:
+                return None
+            told = {v for t in (*texts, said) for v in numbers(t)}
+            total = round(sum(before) + sum(charged), 2)
+            if total in told or any(round(v, 2) in told for v in charged):
+                return None
+            self.reported = True
+            return Unpriced(consent, answer, step, argument, asked, charged, True)
         self.reported = True
-        return Unpriced(consent, answer, step, argument, asked)
+        return Unpriced(consent, answer, step, argument, asked, charged or ())
 
-    def _charged(self, step: Step, means: list[str]) -> bool:
+    def _charged(self, step: Step, means: list[str]) -> tuple[float, ...] | None:
         """Remember a record read; for a change (`means`: the values of its payment
-        arguments), False when its result shows nothing charged: the record read before
-        gained no item naming one of `means` with a positive number."""
+        arguments), the positive numbers of the items naming one of `means` that its result
+        added to the record read before (empty: nothing charged), or None when the result
+        does not show it."""
         asked = None if step.failed else record_asked_for(self.rules.classifier, step)
         if asked is None:
-            return True
+            return None
         record, ids = asked
         items = list_items(record)
-        charged = True
+        charged: tuple[float, ...] | None = None
         for one in sorted(ids):
             before = self.records.get(one)
             if means and before is not None:
                 lines = [json.loads(i) for i in items - before if any(m in i for m in means)]
-                charged = any(
-                    isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+                charged = tuple(
+                    float(v)
                     for line in lines
                     for v in line.values()
+                    if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
                 )
             if before is not None or len(self.records) < _MAX_RECORDS:
                 self.records[one] = items

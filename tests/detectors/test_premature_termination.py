@@ -135,3 +135,57 @@ def test_fm31_a_failure_the_user_was_told_of_before_ending_is_not_premature():
 def test_fm31_tau_bench_user_ends_after_a_failed_write():
     # Run 165: the downgrade fails (not enough seats), the agent says so, the user ends.
     assert tau_findings(165, "FM-3.1") == []
+
+
+# --- the run parks the request on the user --------------------------------------------------
+
+
+def _helpdesk(closing: str, change: bool = False) -> RunBuilder:
+    """An IT helpdesk agent: the user wants a laptop re-imaged, the agent looks the user up,
+    lists their devices, reads one, and (if `change`) opens a work order before `closing`."""
+    run = RunBuilder(agent="helpdesk")
+    run.human("Please re-image my work laptop, it keeps crashing. I'm dana.k.")
+    run.tool("get_employee", {"employee_id": "dana.k"}, '{"devices": ["LT-0412", "LT-0977"]}')
+    run.tool("get_device", {"device_id": "LT-0412"}, '{"device_id": "LT-0412", "kind": "phone"}')
+    if change:
+        run.tool("create_work_order", {"device_id": "LT-0977", "task": "reimage"}, '{"id": "W-1"}')
+    run.final(closing)
+    run.human("Thanks, I'll look for it.")
+    return run
+
+
+def test_fm31_helpdesk_ends_waiting_for_an_identifier_it_could_read():
+    run = _helpdesk(
+        "LT-0412 is a phone. Once you have the asset tag of the laptop, send it and I will "
+        "start the re-image."
+    )
+    findings = only(analyse(run.steps)[0], "FM-3.1")
+    assert [f.rule for f in findings] == ["parked_on_user"]
+    assert "Once you have the asset tag of the laptop" in findings[0].message
+    config = DetectorsConfig()
+    config.premature_termination.deferral_pattern = ""
+    assert rules(run.steps, config, mode="FM-3.1") == []
+
+
+def test_fm31_a_sign_off_or_a_change_made_is_not_parked():
+    # A sign-off offering help "if you have any questions" waits for nothing.
+    polite = _helpdesk("The re-image is scheduled. If you have any questions, let me know.")
+    later = _helpdesk("Nothing is open yet. Reach out again when you have a moment.")
+    more = _helpdesk("Nothing is open yet. Once you have more questions, write to me.")
+    # The request was acted on (a work order opened); what is left waits on the user.
+    acted = _helpdesk("Work order W-1 is open. Once you have a backup, tell me.", change=True)
+    for run in (polite, later, more, acted):
+        assert rules(run.steps, mode="FM-3.1") == []
+    idle = _helpdesk("Nothing is open yet. Once you have a backup, tell me.")
+    assert rules(idle.steps, mode="FM-3.1") == [("FM-3.1", "parked_on_user")]
+
+
+@needs_tau
+def test_fm31_tau_bench_ends_waiting_for_a_reservation_id_it_had_listed():
+    # Run 105: lists four reservation ids (6), reads only UM3OG5, and ends "Feel free to
+    # reach out whenever you have the reservation ID" with nothing changed (labelled at 14).
+    findings = tau_findings(105, "FM-3.1")
+    assert [f.rule for f in findings] == ["parked_on_user"]
+    assert "whenever you have the reservation ID" in findings[0].message
+    # Run 55 made its three changes and signs off: silent.
+    assert tau_findings(55, "FM-3.1") == []

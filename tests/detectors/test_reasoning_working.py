@@ -1,0 +1,45 @@
+"""FM-2.6 `unsupported_value`: a total the agent worked out in its own words or scratchpad,
+from supported operands, is supported; a wrong sum or an invented operand is not."""
+
+from __future__ import annotations
+
+from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.steps import RunBuilder, analyse
+
+_ORDERS = [
+    ("ORD-1", '{"order_id": "ORD-1", "lines": [{"sku": "A", "amount": 402}]}'),
+    ("ORD-2", '{"order_id": "ORD-2", "lines": [{"sku": "B", "amount": 306}]}'),
+    ("ORD-3", '{"order_id": "ORD-3", "lines": [{"sku": "C", "amount": 308}]}'),
+]
+
+
+def _told(working: str, total: str) -> list[str]:
+    """A shop agent reads three orders, works out their total in a scratchpad (`think`), and
+    tells the user `total`."""
+    run = RunBuilder(agent="shop")
+    for order, result in _ORDERS:
+        run.llm(input_text="What do my open orders come to?", calls=("get_order",))
+        run.tool("get_order", {"order_id": order}, result)
+    run.llm(input_text="What do my open orders come to?", calls=("think",))
+    run.tool("think", {"thought": working}, "")
+    run.llm(input_text="What do my open orders come to?", output=f"Your open orders total {total}.")
+    found = analyse([*run.steps, run.root()])[0]
+    return [f.message for f in found if f.rule == "unsupported_value"]
+
+
+def test_fm26_a_total_worked_out_from_supported_amounts_is_supported():
+    assert _told("Total = $402 + $306 + $308 = $1016", "$1,016") == []
+
+
+def test_fm26_a_wrong_sum_or_an_invented_operand_supports_nothing():
+    wrong = _told("Total = $402 + $306 + $308 = $1116", "$1,116")
+    assert len(wrong) == 1 and "$1,116" in wrong[0]
+    invented = _told("Total = $402 + $306 + $308 + $55 = $1071", "$1,071")
+    assert len(invented) == 1 and "$1,071" in invented[0]
+
+
+@needs_tau
+def test_fm26_real_run_total_from_its_scratchpad_is_supported():
+    # Run 34: its think call adds the four reservations' payments ("$402 + $306 + $308 +
+    # $16005 = $17021", each read from a reservation) and it tells the user $17,021.
+    assert [f for f in tau_findings(34, "FM-2.6") if f.rule == "unsupported_value"] == []
