@@ -337,7 +337,7 @@ def fuzz_config() -> Config:
     return dataclasses.replace(
         config,
         limits=dataclasses.replace(config.limits, max_attribute_value_bytes=4096),
-        pipeline=dataclasses.replace(config.pipeline, max_step_text=2048),
+        pipeline=dataclasses.replace(config.pipeline, max_step_text=2048, workers=1),
     )
 
 

@@ -18,7 +18,11 @@ from mast_otel.collector.store import ChdbStore, queries
 
 
 def loopback_config(data_dir: Path) -> Config:
-    return on_free_loopback_ports(load_config(), data_dir)
+    """The collector on free loopback ports, in one process (these tests look into its
+    pipeline; the worker processes have their own tests)."""
+    config = on_free_loopback_ports(load_config(), data_dir)
+    config.pipeline.workers = 1
+    return config
 
 
 def expected_span(run: AgentRun, mode: str) -> str:

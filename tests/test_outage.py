@@ -232,6 +232,7 @@ def test_a_stop_while_the_store_is_down_says_what_it_leaves(tmp_path):
     config.storage.data_dir = str(tmp_path / "data")
     config.receivers.grpc.enabled = False
     config.receivers.http.enabled = False
+    config.pipeline.workers = 1
     spool = open_spool(config.spool_dir(), segment_bytes=1_000_000)
     now_ns = time.time_ns()
     for trace in range(1, 6):

@@ -36,6 +36,7 @@ receivers:
   memory_budget_bytes: {RECEIVE_BUDGET}
 pipeline:
   queue_max_items: {QUEUE_ITEMS}
+  workers: 1
 storage:
   max_buffered_rows: {BUFFERED_ROWS}
 """

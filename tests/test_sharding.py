@@ -79,6 +79,8 @@ def replica_config(fleet: bool, merge: bool = True) -> Config:
             config.storage, database="fleet" if fleet else "baseline", flush_interval_s=0.2
         ),
         sharding=dataclasses.replace(config.sharding, merge_split_runs=fleet and merge),
+        # Each replica in one process: the replicas here share this test's process.
+        pipeline=dataclasses.replace(config.pipeline, workers=1),
     )
 
 

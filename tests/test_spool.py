@@ -162,6 +162,7 @@ def test_runs_left_open_by_a_crash_close_once_idle_and_their_segments_go(tmp_pat
     config.storage.data_dir = str(tmp_path / "data")
     config.receivers.grpc.enabled = False
     config.receivers.http.enabled = False
+    config.pipeline.workers = 1  # replay in one process (the workers' replay: test_workers_*)
     config.windows.idle_timeout_s = 30.0
     spool = open_spool(config.spool_dir(), segment_bytes=1_000_000)
     now_ns = time.time_ns()
@@ -207,6 +208,7 @@ def test_replayed_requests_of_closed_runs_already_stored_are_skipped(tmp_path):
     config.storage.data_dir = str(tmp_path / "data")
     config.receivers.grpc.enabled = False
     config.receivers.http.enabled = False
+    config.pipeline.workers = 1  # replay in one process (the workers' replay: test_workers_*)
     spool = open_spool(config.spool_dir(), segment_bytes=1_000_000)
     now_ns = time.time_ns()
     entries = [

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         help="worker processes that analyse runs, sharded by trace id (pipeline.workers; "
-        "0: one per core, 1: all in one process)",
+        "0, the default: one per core this process may use; 1: all in one process)",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -3,8 +3,9 @@ detects."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from mast_otel.collector.config.cores import available_cores
 
 
 @dataclass
@@ -29,9 +30,10 @@ class PipelineConfig:
     # 700, collections took 11% of the pipeline's CPU on the benchmark fleet, at 50,000 2%.
     gc_gen0_threshold: int = 50_000
     # Worker processes that decode, window and detect (runs sharded by trace id, each run in
-    # one worker); the receiving process routes, spools and stores. 1 keeps everything in one
-    # process; 0 means one per core.
-    workers: int = 1
+    # one worker); the receiving process routes, spools and stores. 0 (the default) starts one
+    # per core this process may use (its CPU affinity and its cgroup's CPU quota, so a
+    # container limited to 2 CPUs starts 2); 1 keeps everything in one process.
+    workers: int = 0
     # Requests handed to a worker and not yet taken by it: past this, for any worker,
     # receivers refuse with OTLP's retryable status.
     worker_queue_max_requests: int = 16
@@ -47,5 +49,5 @@ class PipelineConfig:
     worker_stop_timeout_s: float = 60.0
 
     def worker_count(self) -> int:
-        """`workers`, with 0 read as the machine's cores."""
-        return self.workers or (os.cpu_count() or 1)
+        """`workers`, with 0 read as the cores this process may use."""
+        return self.workers or available_cores()
