@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from itertools import combinations
 from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 # A sum written out: "$402 + $306 - 8 = $700" (terms, then the result).
+# Below this, a value read to the cent is exact in whole cents as a float (2**53 / 100).
+_EXACT_CENTS = 1e13
 _AMOUNT = r"\$?\s?\d[\d,]*(?:\.\d+)?"
 _WORKING = re.compile(
     rf"(?P<terms>{_AMOUNT}(?:\s*[-+]\s*{_AMOUNT})+)\s*=\s*\$?\s?(?P<result>\d[\d,]*(?:\.\d+)?)"
@@ -122,6 +125,15 @@ class Amounts:
         if len(found) > self.config.max_source_values:
             return
         values = sorted(found)
+        if values and values[-1] < _EXACT_CENTS:
+            # Values are read to the cent (`numbers`): in whole cents the sums and differences
+            # are exact integers, and `cents / 100` is the float `round(a + b, 2)` gives,
+            # without a call per pair (this ran for every tool result and model input).
+            cents = [round(v * 100) for v in values]
+            pairs = list(combinations(cents, 2))
+            self.derived.update([(a + b) / 100 for a, b in pairs])
+            self.derived.update([(b - a) / 100 for a, b in pairs])
+            return
         for i, a in enumerate(values):
             for b in values[i + 1 :]:
                 self.derived.add(round(a + b, 2))

@@ -43,3 +43,27 @@ def test_fm26_real_run_total_from_its_scratchpad_is_supported():
     # Run 34: its think call adds the four reservations' payments ("$402 + $306 + $308 +
     # $16005 = $17021", each read from a reservation) and it tells the user $17,021.
     assert [f for f in tau_findings(34, "FM-2.6") if f.rule == "unsupported_value"] == []
+
+
+def test_derived_values_are_the_rounded_sums_and_differences() -> None:
+    """The derivation in whole cents gives the same values as rounding each sum and
+    difference of two values read to the cent, small and large alike."""
+    import random
+
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+    from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amounts
+
+    rng = random.Random(7)
+    for _ in range(500):
+        scale = rng.choice([10, 1_000, 1e6, 1e12, 1e15])
+        found = {round(rng.uniform(0, scale), 2) for _ in range(rng.randint(1, 20))}
+        amounts = Amounts(AmountRules(ReasoningActionConfig()))
+        amounts._derive(found)
+        values = sorted(found)
+        expected = {
+            round(f(a, b), 2)
+            for i, a in enumerate(values)
+            for b in values[i + 1 :]
+            for f in (lambda x, y: x + y, lambda x, y: y - x)
+        }
+        assert amounts.derived == expected
