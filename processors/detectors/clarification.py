@@ -14,7 +14,8 @@ Rules:
   instructions allow for that argument of that tool (`instructions_restrict_offers`): it chose
   among them instead of asking which one. A value the changed record already held is no pick
   when the user asked to keep it or the change left it as it was (clarification_records.py).
-  A choice made before the instructions arrive (on the root span) is decided at close;
+  A choice made before the instructions arrive (on the root span), or while it was the only
+  one of its kind the agent had seen (it chose before looking), is decided at close;
 - `unmentioned_count`: in a conversation, a change sets a positive count whose subject no turn
   spoke of (see clarification_counts.py): the agent assumed the number instead of asking.
 """
@@ -39,11 +40,10 @@ from mast_otel.processors.detectors.clarification_offers import (
     DIGITS,
     allowed_kinds,
     instructions_of,
-    keyed_side_by_side,
     kind_of,
     kind_words,
+    learn_offers,
     named_by_alias,
-    objects_holding,
     string_arguments,
     tokens,
 )
@@ -289,16 +289,20 @@ class _ClarificationRun(DetectorRun):
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        """The choices held for the instructions: reported unless these rule the other
-        offers out."""
+        """The choices held for the instructions, and those made when the value was the only
+        one of its kind known: reported when results (read later, for those) offered others
+        the instructions do not rule out."""
         findings = []
         for step, (key, value, others) in self.held:
             kind = kind_of(self.detector.choice, value)
+            later = not others  # chosen when it was the only one known
+            if later:
+                seen = self.offered.get(kind, set()) | self.siblings.get(value.lower(), set())
+                others = sorted(seen - {value.lower()})
             left = self._allowed(step.tool_name, key, kind, set(others), run)
             if left:
-                findings.append(
-                    unasked_finding(self.detector, step, (key, value, sorted(left)), run)
-                )
+                choice = (key, value, sorted(left)[:5])
+                findings.append(unasked_finding(self.detector, step, choice, run, later))
         findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
         self.reported += len(findings)
         return findings
@@ -312,18 +316,10 @@ class _ClarificationRun(DetectorRun):
             self.said |= tokens(text)
 
     def _offer(self, result: str) -> None:
-        choice = self.detector.choice
-        if choice is None or len(self.offered) >= _MAX_WORDS:
-            return
-        for match in choice.finditer(result[:100_000]):
-            self.offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
-        for value, others in objects_holding(result[:100_000], choice):
-            self.aliases.setdefault(value, set()).update(others)
-        if self.config.siblings_are_offers:
-            for group in keyed_side_by_side(result[:100_000], choice):
-                for value in group:
-                    if len(self.siblings) < _MAX_WORDS:
-                        self.siblings.setdefault(value, set()).update(group - {value})
+        keyed = self.config.siblings_are_offers
+        c = self.detector.choice
+        if c is not None:
+            learn_offers(result, c, self.offered, self.aliases, self.siblings, keyed, _MAX_WORDS)
 
     def _unasked(self, step: Step, run: Run) -> tuple[str, str, list[str]] | None:
         """The first (argument, value, the other offers of its kind) of a change that nobody
@@ -343,7 +339,10 @@ class _ClarificationRun(DetectorRun):
                 value.lower(), set()
             )
             offers = self._allowed(step.tool_name, key, match.group("kind").lower(), offers, run)
-            if len(offers | {value.lower()}) < 2 or value.lower() in self.said:
+            # The only one of its kind seen so far: whether there was a choice, results read
+            # later tell (decided at close).
+            alone = len(offers | {value.lower()}) < 2
+            if value.lower() in self.said:
                 continue
             digits = DIGITS.findall(value)
             if digits and any(d in self.said or d[-4:] in self.said for d in digits):
@@ -365,6 +364,10 @@ class _ClarificationRun(DetectorRun):
             }
             if len(same_kind) > 1:
                 continue  # a set of them (a trip's flights), not one chosen among several
+            if alone:
+                if len(self.held) < _MAX_FINDINGS:
+                    self.held.append((step, (key, value, [])))
+                continue
             return key, value, sorted(offers - {value.lower()})[:5]
         return None
 

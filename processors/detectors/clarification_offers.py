@@ -168,3 +168,28 @@ def named_by_alias(
         return False
     shared = set().union(*(aliases.get(o, set()) for o in offers if o != value))
     return any(a in said for a in mine - shared)
+
+
+def learn_offers(
+    result: str,
+    choice: re.Pattern[str],
+    offered: dict[str, set[str]],
+    aliases: dict[str, set[str]],
+    siblings: dict[str, set[str]],
+    keyed: bool,
+    limit: int,
+) -> None:
+    """Add a result's offers: its identifiers by kind, the other values of the object holding
+    each (`aliases`), and (with `keyed`) the identifiers listed side by side as keys of one
+    object (`siblings`). Nothing past `limit` kinds or siblings."""
+    if len(offered) >= limit:
+        return
+    for match in choice.finditer(result[:100_000]):
+        offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
+    for value, others in objects_holding(result[:100_000], choice):
+        aliases.setdefault(value, set()).update(others)
+    if keyed:
+        for group in keyed_side_by_side(result[:100_000], choice):
+            for value in group:
+                if len(siblings) < limit:
+                    siblings.setdefault(value, set()).update(group - {value})
