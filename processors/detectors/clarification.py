@@ -12,8 +12,10 @@ Rules:
   agent never put to the user (by itself, a value of its object, or its kind when it is the
   only one), while tool results offered others (of its kind, or side by side with it) that the
   instructions allow for that argument of that tool (`instructions_restrict_offers`): it chose
-  among them instead of asking which one. A choice made before the instructions arrive (on the
-  root span) is decided at close;
+  among them instead of asking which one. A value the changed record already held is no pick
+  when the user asked to keep it or the change left it as it was (clarification_records.py).
+  A choice made before the instructions arrive (on the root span), or while it was the only
+  one of its kind the agent had seen (it chose before looking), is decided at close;
 - `unmentioned_count`: in a conversation, a change sets a positive count whose subject no turn
   spoke of (see clarification_counts.py): the agent assumed the number instead of asking.
 """
@@ -38,13 +40,14 @@ from mast_otel.processors.detectors.clarification_offers import (
     DIGITS,
     allowed_kinds,
     instructions_of,
-    keyed_side_by_side,
     kind_of,
     kind_words,
-    objects_holding,
+    learn_offers,
+    named_by_alias,
     string_arguments,
     tokens,
 )
+from mast_otel.processors.detectors.clarification_records import TargetRecords
 from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind
 from mast_otel.processors.run import DetectorRun, Run
@@ -87,6 +90,12 @@ class ClarificationConfig:
     # are changed, the user needs to provide one gift card or credit card": no certificate)
     # are no option: with one allowed offer left, the choice was forced, not made unasked.
     instructions_restrict_offers: bool = True
+    # A user's words asking to keep what a record has ("the original payment method"): the
+    # record's own value for the argument their sentence names is then theirs; "" turns it off.
+    reuse_pattern: str = r"\b(?:original|same|existing|previous|usual)\b"
+    # A record's own value passed to a change whose result shows the record holding it as often
+    # as before (nothing charged to it, nothing moved) was no choice to ask about.
+    unchanged_choice_is_no_choice: bool = True
     # In a conversation (the user spoke at least this often; 0 turns the rule off), a change
     # that sets a positive count whose subject no turn spoke of is `unmentioned_count`.
     counts_min_user_turns: int = 2
@@ -101,7 +110,7 @@ class ClarificationConfig:
 
     def validate(self) -> None:
         """Every value of this section is valid."""
-        for name in ("choice_value_pattern", "free_argument_pattern"):
+        for name in ("choice_value_pattern", "free_argument_pattern", "reuse_pattern"):
             try:
                 re.compile(getattr(self, name))
             except re.error as exc:
@@ -128,6 +137,7 @@ class Clarification(Detector):
             re.compile(c.choice_value_pattern, re.IGNORECASE) if c.choice_value_pattern else None
         )
         self.free_argument = re.compile(c.free_argument_pattern, re.IGNORECASE)
+        self.reuse = re.compile(c.reuse_pattern, re.IGNORECASE) if c.reuse_pattern else None
 
     def open(self, run: Run) -> DetectorRun:
         return _ClarificationRun(self)
@@ -145,6 +155,7 @@ class _ClarificationRun(DetectorRun):
         "known",
         "last_learnt",
         "offered",
+        "records",
         "reported",
         "said",
         "siblings",
@@ -187,6 +198,9 @@ class _ClarificationRun(DetectorRun):
         # Choices made before the instructions were known: decided at close.
         self.held: list[tuple[Step, tuple[str, str, list[str]]]] = []
         self.allowed: dict[tuple[str, str, frozenset[str]], set[str]] = {}
+        self.records = TargetRecords(
+            detector.choice, detector.reuse, c.unchanged_choice_is_no_choice
+        )
 
     def _learn(self, text: str) -> None:
         if text == self.last_learnt:
@@ -208,6 +222,7 @@ class _ClarificationRun(DetectorRun):
             self._say(step.input_text or step.output_text)
             self._name_kinds(step.input_text or step.output_text)
             self.counts.user_turn(step.input_text or step.output_text)
+            self.records.user_turn(step.input_text or step.output_text)
             self.told = self.told or bool(step.input_text)
             return ()
         if step.kind in (_LLM, _AGENT, _HANDOFF):
@@ -252,6 +267,7 @@ class _ClarificationRun(DetectorRun):
                 unnamed = sorted(t for t in action.targets if t not in self.known)
                 if unnamed and len(unnamed) == len(action.targets):
                     findings.append(unnamed_finding(self.detector, step, unnamed, run))
+            self.records.learn(step.tool_result)
         if action.kind is _MUTATING and not step.failed and not findings:
             turns = self.config.counts_min_user_turns
             if turns and (count := self.counts.unmentioned(step.tool_arguments, turns)):
@@ -267,21 +283,26 @@ class _ClarificationRun(DetectorRun):
             elif not step.failed:
                 self._learn(result)
                 self._offer(result)
+                self.records.learn(result)
         findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
         self.reported += len(findings)
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        """The choices held for the instructions: reported unless these rule the other
-        offers out."""
+        """The choices held for the instructions, and those made when the value was the only
+        one of its kind known: reported when results (read later, for those) offered others
+        the instructions do not rule out."""
         findings = []
         for step, (key, value, others) in self.held:
             kind = kind_of(self.detector.choice, value)
+            later = not others  # chosen when it was the only one known
+            if later:
+                seen = self.offered.get(kind, set()) | self.siblings.get(value.lower(), set())
+                others = sorted(seen - {value.lower()})
             left = self._allowed(step.tool_name, key, kind, set(others), run)
             if left:
-                findings.append(
-                    unasked_finding(self.detector, step, (key, value, sorted(left)), run)
-                )
+                choice = (key, value, sorted(left)[:5])
+                findings.append(unasked_finding(self.detector, step, choice, run, later))
         findings = findings[: max(0, _MAX_FINDINGS - self.reported)]
         self.reported += len(findings)
         return findings
@@ -295,18 +316,10 @@ class _ClarificationRun(DetectorRun):
             self.said |= tokens(text)
 
     def _offer(self, result: str) -> None:
-        choice = self.detector.choice
-        if choice is None or len(self.offered) >= _MAX_WORDS:
-            return
-        for match in choice.finditer(result[:100_000]):
-            self.offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
-        for value, others in objects_holding(result[:100_000], choice):
-            self.aliases.setdefault(value, set()).update(others)
-        if self.config.siblings_are_offers:
-            for group in keyed_side_by_side(result[:100_000], choice):
-                for value in group:
-                    if len(self.siblings) < _MAX_WORDS:
-                        self.siblings.setdefault(value, set()).update(group - {value})
+        keyed = self.config.siblings_are_offers
+        c = self.detector.choice
+        if c is not None:
+            learn_offers(result, c, self.offered, self.aliases, self.siblings, keyed, _MAX_WORDS)
 
     def _unasked(self, step: Step, run: Run) -> tuple[str, str, list[str]] | None:
         """The first (argument, value, the other offers of its kind) of a change that nobody
@@ -326,12 +339,17 @@ class _ClarificationRun(DetectorRun):
                 value.lower(), set()
             )
             offers = self._allowed(step.tool_name, key, match.group("kind").lower(), offers, run)
-            if len(offers | {value.lower()}) < 2 or value.lower() in self.said:
+            # The only one of its kind seen so far: whether there was a choice, results read
+            # later tell (decided at close).
+            alone = len(offers | {value.lower()}) < 2
+            if value.lower() in self.said:
                 continue
             digits = DIGITS.findall(value)
             if digits and any(d in self.said or d[-4:] in self.said for d in digits):
                 continue
-            if self._named_by_alias(value.lower(), offers):
+            if named_by_alias(value.lower(), offers, self.aliases, self.said):
+                continue
+            if self.records.kept(arguments, key, value, step.tool_result):
                 continue
             kind = match.group("kind").lower()
             # The user's "the gift card" names the only offer of its kind.
@@ -346,6 +364,10 @@ class _ClarificationRun(DetectorRun):
             }
             if len(same_kind) > 1:
                 continue  # a set of them (a trip's flights), not one chosen among several
+            if alone:
+                if len(self.held) < _MAX_FINDINGS:
+                    self.held.append((step, (key, value, [])))
+                continue
             return key, value, sorted(offers - {value.lower()})[:5]
         return None
 
@@ -369,15 +391,6 @@ class _ClarificationRun(DetectorRun):
         return {
             o for o in offers if (m := choice.fullmatch(o)) and m.group("kind").lower() in allowed
         }
-
-    def _named_by_alias(self, value: str, offers: set[str]) -> bool:
-        """Whether the user or the agent said a value of the object holding `value` that no
-        other offer of its kind shares (its last four digits, its own amount)."""
-        mine = self.aliases.get(value, set())
-        if not mine:
-            return False
-        shared = set().union(*(self.aliases.get(o, set()) for o in offers if o != value))
-        return any(a in self.said for a in mine - shared)
 
 
 FACTORY = DetectorFactory(

@@ -13,15 +13,22 @@ if TYPE_CHECKING:
 
 
 def unasked_finding(
-    detector: Clarification, step: Step, choice: tuple[str, str, list[str]], run: Run
+    detector: Clarification,
+    step: Step,
+    choice: tuple[str, str, list[str]],
+    run: Run,
+    later: bool = False,
 ) -> Finding:
+    """`later`: the other offers came in results read after the change (it chose before
+    looking)."""
     key, value, others = choice
+    when = "results read after it" if later else "the results also"
     return detector.finding(
         at=step,
         rule="unasked_choice",
         confidence=0.65,
         message=(
-            f"{step.tool_name} used {key}={value} without asking which: the results also "
+            f"{step.tool_name} used {key}={value} without asking which: {when} "
             f"offered {', '.join(others)}, and neither the user nor the instructions named "
             f"it, nor did the agent put it to the user"
         ),
@@ -30,6 +37,7 @@ def unasked_finding(
             "argument": key,
             "value": value,
             "others": others,
+            "offered_later": later,
             "action": short(step.tool_arguments),
         },
         run=run,

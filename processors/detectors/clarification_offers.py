@@ -101,6 +101,20 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+def argument_words(argument: str) -> set[str]:
+    """The words of an argument's name but `id` (`payment_id` is a payment), stemmed."""
+    return {_stem(w) for w in _WORD.findall(argument.lower())} - {"id", "ids"}
+
+
+def sentence_words(text: str) -> list[tuple[str, set[str]]]:
+    """Each sentence of a text, lower-cased, with its words stemmed."""
+    out = []
+    for sentence in _SENTENCE_END.split(text[:20_000].lower()):
+        if sentence.strip():
+            out.append((sentence, {_stem(w) for w in _WORD.findall(sentence)}))
+    return out
+
+
 def kind_words(kind: str) -> tuple[str, ...]:
     """The words of an offer's kind (`gift_card` gives gift, card), stemmed."""
     return tuple(_stem(w) for w in _WORD.findall(kind.lower()))
@@ -129,16 +143,53 @@ def allowed_kinds(instructions: str, tool_name: str, argument: str, kinds: set[s
     card" allows `gift_card` and `credit_card` as the `payment_id` of
     `update_reservation_flights`, not `certificate`."""
     words = name_words(tool_name)
-    argument_words = {_stem(w) for w in _WORD.findall(argument.lower())} - {"id", "ids"}
-    if len(words) < 2 or not argument_words or not instructions or not kinds:
+    subject = argument_words(argument)
+    if len(words) < 2 or not subject or not instructions or not kinds:
         return set()
     thing = _stem(words[-1])
     wanted = {kind: kind_words(kind) for kind in kinds}
     allowed: set[str] = set()
     for sentence in _SENTENCE_END.split(instructions[:100_000]):
         said = {_stem(w) for w in _WORD.findall(sentence.lower())}
-        if thing not in said or not argument_words <= said:
+        if thing not in said or not subject <= said:
             continue
         named = {kind for kind, parts in wanted.items() if parts and all(p in said for p in parts)}
         allowed |= named
     return allowed
+
+
+def named_by_alias(
+    value: str, offers: set[str], aliases: dict[str, set[str]], said: set[str]
+) -> bool:
+    """Whether the user or the agent said a value of the object holding `value` that no
+    other offer of its kind shares (its last four digits, its own amount)."""
+    mine = aliases.get(value, set())
+    if not mine:
+        return False
+    shared = set().union(*(aliases.get(o, set()) for o in offers if o != value))
+    return any(a in said for a in mine - shared)
+
+
+def learn_offers(
+    result: str,
+    choice: re.Pattern[str],
+    offered: dict[str, set[str]],
+    aliases: dict[str, set[str]],
+    siblings: dict[str, set[str]],
+    keyed: bool,
+    limit: int,
+) -> None:
+    """Add a result's offers: its identifiers by kind, the other values of the object holding
+    each (`aliases`), and (with `keyed`) the identifiers listed side by side as keys of one
+    object (`siblings`). Nothing past `limit` kinds or siblings."""
+    if len(offered) >= limit:
+        return
+    for match in choice.finditer(result[:100_000]):
+        offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
+    for value, others in objects_holding(result[:100_000], choice):
+        aliases.setdefault(value, set()).update(others)
+    if keyed:
+        for group in keyed_side_by_side(result[:100_000], choice):
+            for value in group:
+                if len(siblings) < limit:
+                    siblings.setdefault(value, set()).update(group - {value})

@@ -8,7 +8,10 @@ progresses) starts the count again, and so does any mutating call in between (re
 a change is verification, not repetition); a mutating call's own repeats do count.
 
 A failing call repeated unchanged by one agent needs only `min_repeats_failed` calls
-(retrying what just failed, the same way, with the same error).
+(retrying what just failed, the same way, with the same error). A read repeated unchanged by
+one agent with a turn of the user between needs only `min_repeats_across_user_turn` calls: the
+user asked something new (another option, a narrower search) and the agent answered with the
+very call it had already made, which told it nothing new.
 
 Rule `near_duplicate_retry`: a failing call retried with its arguments regenerated with small
 differences (at most `near_duplicate_max_changed_fields` fields changed, or text arguments at
@@ -57,6 +60,9 @@ class StepRepetitionConfig:
     min_cycle_repeats: int = 3
     # Identical failing calls with the same error that make a repetition.
     min_repeats_failed: int = 2
+    # Identical reads with the same result, a turn of the user between two of them, that make
+    # a repetition (the user's new request answered by re-running the same read).
+    min_repeats_across_user_turn: int = 2
     # Failing calls retried with small changes and the same error that make a retry loop.
     near_duplicate_min_repeats: int = 3
     # At most this many arguments differ between two near-duplicate calls (a list or object
@@ -95,7 +101,11 @@ class StepRepetitionConfig:
             )
         if self.min_cycle_repeats < 2:
             raise ValueError("detectors.step_repetition.min_cycle_repeats must be at least 2")
-        for key in ("min_repeats_failed", "near_duplicate_min_repeats"):
+        for key in (
+            "min_repeats_failed",
+            "near_duplicate_min_repeats",
+            "min_repeats_across_user_turn",
+        ):
             if getattr(self, key) < 2:
                 raise ValueError(f"detectors.step_repetition.{key} must be at least 2")
         if self.near_duplicate_max_changed_fields < 1:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 _MUTATING = ActionKind.MUTATING
 _TOOL = StepKind.TOOL
 _LLM = StepKind.LLM
+_HUMAN = StepKind.HUMAN
 
 
 @dataclass(slots=True)
@@ -39,6 +40,10 @@ class _Streak:
     # hand-off redoing the sender's call is FM-2.4/2.5's business, at the usual count).
     agent: str = ""
     one_agent: bool = True
+    # The user turns seen when the streak's last call was made, and whether a user turn came
+    # between two of its calls (the user asked something new; the same read answered it).
+    user_turns: int = 0
+    across_user_turn: bool = False
 
 
 @dataclass(slots=True)
@@ -76,9 +81,10 @@ class _StepRepetitionRun(DetectorRun):
         "retries",
         "streaks",
         "tool_index",
+        "user_turns",
         "world",
     )
-    kinds = frozenset({StepKind.TOOL, StepKind.LLM})
+    kinds = frozenset({StepKind.TOOL, StepKind.LLM, StepKind.HUMAN})
 
     def __init__(self, detector: StepRepetition) -> None:
         self.detector = detector
@@ -86,6 +92,8 @@ class _StepRepetitionRun(DetectorRun):
         self.tool_index = 0
         # Bumped by every mutating call: reads before and after a change are different calls.
         self.world = 0
+        # Turns of the user so far: a call repeated across one answered a new turn.
+        self.user_turns = 0
         self.streaks: dict[str, _Streak] = {}
         period = max(self.config.max_cycle_period, 0)
         self.recent: deque[tuple[_Token, StepRef]] = deque(
@@ -102,6 +110,9 @@ class _StepRepetitionRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
             return self._request(step, run)
+        if step.kind is _HUMAN:
+            self.user_turns += 1
+            return ()
         if step.kind is not _TOOL or not step.tool_name:
             return ()
         self.requests.clear()
@@ -123,10 +134,17 @@ class _StepRepetitionRun(DetectorRun):
         )
         if fresh:
             streak = _Streak(
-                result=result, last_index=self.tool_index, world=self.world, agent=step.agent
+                result=result,
+                last_index=self.tool_index,
+                world=self.world,
+                agent=step.agent,
+                user_turns=self.user_turns,
             )
             self.streaks[key] = streak
         assert streak is not None
+        if streak.user_turns != self.user_turns:
+            streak.across_user_turn = True
+        streak.user_turns = self.user_turns
         ref = run.ref(step)
         if step.agent != streak.agent:
             streak.one_agent = False
@@ -139,6 +157,8 @@ class _StepRepetitionRun(DetectorRun):
         needed = self.config.min_repeats
         if step.failed and streak.one_agent:
             needed = min(needed, self.config.min_repeats_failed)
+        elif streak.across_user_turn and not mutating and streak.one_agent:
+            needed = min(needed, self.config.min_repeats_across_user_turn)
         if not streak.reported and len(streak.steps) >= needed:
             streak.reported = True
             findings.append(self._same_call(step, streak, run))
@@ -298,13 +318,16 @@ class _StepRepetitionRun(DetectorRun):
 
     def _same_call(self, step: Step, streak: _Streak, run: Run) -> Finding:
         count = len(streak.steps)
+        across = ""
+        if streak.across_user_turn and not step.failed:
+            across = ", a turn of the user between: the new request got the old answer"
         return self.detector.finding(
             at=step,
             rule="same_call",
             confidence=0.9 if not step.failed else 0.8,
             message=(
-                f"{step.tool_name} called {count} times with equivalent arguments and the same "
-                f"result"
+                f"{step.tool_name}({short(step.tool_arguments, 100)}) called {count} times "
+                f"with equivalent arguments and the same result{across}"
             ),
             evidence=streak.steps,
             values={

@@ -74,12 +74,9 @@ def test_fm22_a_set_of_items_of_one_kind_is_no_choice():
 def test_fm22_on_real_runs():
     # run 69: the user asks to add a bag; the agent charges credit_card_8003957, one of three
     # cards in the profile, without asking which
-    found = tau_findings(69, "FM-2.2")
-    assert [f.rule for f in found] == ["unasked_choice"]
-    assert (
-        "credit_card_8003957" in found[0].message
-        and "credit_card_" in found[0].evidence["others"][0]
-    )
+    found = [f for f in tau_findings(69, "FM-2.2") if f.evidence["value"] == "credit_card_8003957"]
+    assert {f.rule for f in found} == {"unasked_choice"}
+    assert "credit_card_" in found[0].evidence["others"][0]
     assert tau_findings(6, "FM-2.2") == []
 
 
@@ -268,3 +265,111 @@ def test_fm22_real_run_books_bags_nobody_spoke_of():
     # (labelled FM-2.2 at message 20).
     found = [f for f in tau_findings(0, "FM-2.2") if f.rule == "unmentioned_count"]
     assert found and "total_baggages=3" in found[0].message
+
+
+# --- a value the changed record already held --------------------------------------------------
+
+ORDER = '{"order": "5512", "status": "delivered", "payments": [{"method": "card_77310"}]}'
+
+
+def _shop_change(user_turn: str, tool: str, method: str, result: str) -> list[Step]:
+    """A shop's support agent reads the customer's two cards and the order (paid with one of
+    them), the customer answers, and the agent makes a change passing a card."""
+    run = RunBuilder(agent="shop")
+    run.human("I'd like to change order 5512.")
+    run.llm(input_text="I'd like to change order 5512.", calls=("get_customer", "get_order"))
+    run.tool("get_customer", {"customer": "c_118"}, WALLET)
+    run.tool("get_order", {"order": "5512"}, ORDER)
+    run.llm(input_text="I'd like to change order 5512.", output="I can change order 5512.")
+    run.human(user_turn)
+    run.llm(input_text=user_turn, calls=(tool,))
+    run.tool(tool, {"order": "5512", "payment_method": method}, result)
+    return run.steps
+
+
+REFUNDED = ORDER.replace('"card_77310"}', '"card_77310"}, {"method": "card_77310", "amount": -40}')
+
+
+def test_fm22_keeping_the_record_s_own_value_at_the_user_s_request_is_no_pick():
+    asked = "Cancel it and send the money back to the original payment method."
+    assert rules(_shop_change(asked, "cancel_order", "card_77310", REFUNDED), mode="FM-2.2") == []
+    # Near misses: the user said nothing of the payment, or the agent took the other card
+    plain = _shop_change("Cancel it, please.", "cancel_order", "card_77310", REFUNDED)
+    assert rules(plain, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+    other = _shop_change(asked, "cancel_order", "card_40021", REFUNDED)
+    assert rules(other, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+    config = DetectorsConfig()
+    config.clarification.reuse_pattern = ""
+    off = _shop_change(asked, "cancel_order", "card_77310", REFUNDED)
+    assert rules(off, config, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+
+
+def test_fm22_a_record_s_own_value_the_change_left_as_it_was_is_no_pick():
+    # Free express shipping: the order's payments are the same after the change.
+    free = _shop_change("Ship it express.", "update_order_shipping", "card_77310", ORDER)
+    assert rules(free, mode="FM-2.2") == []
+    # Near miss: express was charged to the card: a payment was chosen unasked
+    charged = ORDER.replace('"card_77310"}', '"card_77310"}, {"method": "card_77310", "amount": 9}')
+    paid = _shop_change("Ship it express.", "update_order_shipping", "card_77310", charged)
+    assert rules(paid, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+    config = DetectorsConfig()
+    config.clarification.unchanged_choice_is_no_choice = False
+    free = _shop_change("Ship it express.", "update_order_shipping", "card_77310", ORDER)
+    assert rules(free, config, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
+
+
+@needs_tau
+def test_fm22_real_runs_keeping_the_reservation_s_own_payment():
+    # Run 73: the user says "I'll use the original form of payment"; the agent pays with
+    # gift_card_6941833, the one reservation HXDUBJ was paid with: silent.
+    assert tau_findings(73, "FM-2.2") == []
+    # Run 64: update_reservation_baggages passes credit_card_4938634, YAX4DR's own card, for
+    # bags that cost nothing (the result's payment history is as before): silent.
+    assert tau_findings(64, "FM-2.2") == []
+    # Near miss, run 102: each reservation's own payment, but the user never asked for it and
+    # the refunds land on it (labelled FM-2.2 at message 20).
+    found = tau_findings(102, "FM-2.2")
+    assert found and found[0].evidence["value"] == "credit_card_2929732"
+
+
+# --- a choice made before looking at the options ---------------------------------------------
+
+
+def _refund_before_looking(wallet: str, user_turn: str = "Refund it, please.") -> list[Step]:
+    """A shop's support agent refunds to the card the order shows, and only afterwards reads
+    the customer's wallet."""
+    run = RunBuilder(agent="shop")
+    run.human("Order 5512 arrived broken.")
+    run.llm(input_text="Order 5512 arrived broken.", calls=("get_order",))
+    run.tool("get_order", {"order": "5512"}, ORDER)
+    run.llm(input_text="Order 5512 arrived broken.", output="Sorry to hear that.")
+    run.human(user_turn)
+    run.llm(input_text=user_turn, calls=("create_refund", "get_customer"))
+    run.tool("create_refund", {"order": "5512", "payment_method": "card_77310"}, REFUNDED)
+    run.tool("get_customer", {"customer": "c_118"}, wallet)
+    return run.steps
+
+
+def test_fm22_a_choice_made_before_the_other_options_were_read_is_unasked():
+    found = analyse(_refund_before_looking(WALLET))[0]
+    found = [f for f in found if f.mode == "FM-2.2"]
+    assert [f.rule for f in found] == ["unasked_choice"]
+    assert found[0].evidence["others"] == ["card_40021"] and found[0].evidence["offered_later"]
+    assert "results read after it offered card_40021" in found[0].message
+
+
+def test_fm22_a_choice_the_later_results_show_was_the_only_one_is_silent():
+    one = '{"payment_methods": [{"id": "card_77310", "last4": "0005"}]}'
+    assert rules(_refund_before_looking(one), mode="FM-2.2") == []
+    # the user named the card before the change
+    named = _refund_before_looking(WALLET, "Refund it to card 77310.")
+    assert rules(named, mode="FM-2.2") == []
+
+
+@needs_tau
+def test_fm22_real_run_pays_before_reading_the_profile():
+    # Run 184 charges credit_card_2408938 for an upgrade at message 14 and reads the profile,
+    # which holds a second credit card, only at message 20 (labelled FM-2.2 at message 14).
+    found = tau_findings(184, "FM-2.2")
+    assert [f.evidence["value"] for f in found] == ["credit_card_2408938"]
+    assert found[0].evidence["others"] == ["credit_card_4303738"]

@@ -255,3 +255,63 @@ def test_fm13_tau_bench_agent_asks_for_the_reservation_id_again_and_again():
     assert [f.evidence["asked_for"] for f in findings] == ["reservation id"]
     # Run 174 asks for the user id five times, then gets it and looks the reservation up.
     assert [f for f in tau_findings(174, "FM-1.3") if f.rule == "repeated_request"] == []
+
+
+# --- the same read again after a turn of the user --------------------------------------------
+
+
+def _coding_session(second_turn: str, second_result: str, edit_between: bool = False) -> list:
+    """A coding agent greps for a symbol, the user asks for something new, it greps again."""
+    run = RunBuilder(agent="coder")
+    run.human("Where is parse_config used?")
+    run.llm(calls=("grep",))
+    run.tool("grep", {"pattern": "parse_config", "path": "src/"}, "src/app.py:12")
+    run.llm(output="It is used in src/app.py line 12.")
+    run.human(second_turn)
+    run.llm(calls=("grep",))
+    if edit_between:
+        run.tool("write_file", {"path": "src/cli.py", "content": "parse_config()"}, "written")
+    run.tool("grep", {"pattern": "parse_config", "path": "src/"}, second_result)
+    run.llm(output="Here is what I found.")
+    return run.steps
+
+
+def test_the_same_read_answering_a_new_user_turn_is_repetition():
+    findings = only(
+        analyse(_coding_session("Any uses in the tests too?", "src/app.py:12"))[0], "FM-1.3"
+    )
+    assert [f.rule for f in findings] == ["same_call"]
+    assert 'grep({"pattern": "parse_config", "path": "src/"})' in findings[0].message
+    assert findings[0].evidence["repeats"] == 2
+
+
+def test_the_same_read_again_with_a_new_result_or_after_a_change_is_no_repetition():
+    # the read found something new: the user's turn (or time) changed what it reads
+    changed = _coding_session("And now?", "src/app.py:12\nsrc/cli.py:3")
+    assert only(analyse(changed)[0], "FM-1.3") == []
+    # a change between: reading again is checking it
+    edited = _coding_session("Use it in the CLI too.", "src/app.py:12", edit_between=True)
+    assert only(analyse(edited)[0], "FM-1.3") == []
+    # no turn of the user between: two reads are not yet a repetition
+    run = RunBuilder(agent="coder")
+    run.tool("grep", {"pattern": "parse_config", "path": "src/"}, "src/app.py:12")
+    run.llm()
+    run.tool("grep", {"pattern": "parse_config", "path": "src/"}, "src/app.py:12")
+    assert only(analyse(run.steps)[0], "FM-1.3") == []
+    # the setting at 3 asks for a third call, as without a user turn
+    config = DetectorsConfig()
+    config.step_repetition.min_repeats_across_user_turn = 3
+    same = _coding_session("Any uses in the tests too?", "src/app.py:12")
+    assert only(analyse(same, config)[0], "FM-1.3") == []
+
+
+@needs_tau
+def test_fm13_tau_bench_the_same_search_answering_a_new_request():
+    # Run 72: asked at message 21 to look for other nonstop options, the agent re-runs the
+    # search_direct_flight EWR-LAX 2024-05-21 of message 14 and gets the same single flight
+    # (labelled FM-1.3 at message 22).
+    found = [f for f in tau_findings(72, "FM-1.3") if f.rule == "same_call"]
+    assert [f.evidence["tool"] for f in found] == ["search_direct_flight"]
+    assert '"destination":"LAX"' in found[0].evidence["arguments"]
+    # Run 0 repeats no read across a turn of the user and stays silent.
+    assert tau_findings(0, "FM-1.3") == []
