@@ -135,8 +135,8 @@ class IncorrectVerificationConfig:
         r"check|confirm)\b|n't\b"
     )
 
-    # Report the agent repeating the user's value of a field the record read gives another
-    # (`user_word_over_record`).
+    # Report the agent reasoning from the user's value of a field ("since you are a Gold
+    # member") that the record it read gives another (`user_word_over_record`).
     check_user_words: bool = True
 
     def validate(self) -> None:
