@@ -28,6 +28,8 @@ Figures and windows the agent concluded (incorrect_verification_figures.py, _win
 - `amount_does_not_cover`: the agent says an amount covers a larger one;
 - `window_claim_contradicts_record`: the agent says a record is within an N-hour or N-day
   window that the record's own date, read by id, says it has left.
+- `user_word_over_record` (incorrect_verification_given.py): the agent repeats the user's
+  description of a field ("as a Gold member") that the record it read gives another value.
 The per-run conclusions live in incorrect_verification_rules.py.
 """
 
@@ -41,6 +43,7 @@ from typing import Any
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
+from mast_otel.processors.detectors.incorrect_verification_given import UserWords
 from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
 from mast_otel.processors.detectors.incorrect_verification_window import WindowClaims
 from mast_otel.processors.detectors.missing_verification import (
@@ -131,6 +134,10 @@ class IncorrectVerificationConfig:
         r"\b(?:not|no longer|never|outside|beyond|past|if|unless|whether|only|ensure|verify|"
         r"check|confirm)\b|n't\b"
     )
+
+    # Report the agent reasoning from the user's value of a field ("since you are a Gold
+    # member") that the record it read gives another (`user_word_over_record`).
+    check_user_words: bool = True
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -232,7 +239,7 @@ class IncorrectVerification(Detector):
 
 
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("conclusions", "config", "detector", "figures", "ledger", "windows")
+    __slots__ = ("conclusions", "config", "detector", "figures", "given", "ledger", "windows")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
@@ -246,12 +253,14 @@ class _IncorrectVerificationRun(DetectorRun):
         self.conclusions = Conclusions(detector)
         self.figures = FigureChecks(detector)
         self.windows = WindowClaims(detector)
+        self.given = UserWords(detector) if self.config.check_user_words else None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
             self.ledger.observe(step, run)
         self.windows.observe(step, run)
-        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
+        given = self.given.observe(step, run) if self.given is not None else []
+        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run), *given]
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         return [
@@ -368,7 +377,8 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         self.windows.observe(step, run)
-        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run)]
+        given = self.given.observe(step, run) if self.given is not None else []
+        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run), *given]
 
 
 FACTORY = DetectorFactory(

@@ -3,9 +3,11 @@ has left.
 
 `window_claim_contradicts_record`: the agent tells the user that something is (or was made)
 within N hours or days ("it is within the 24-hour cancellation window", "the order was placed
-within the last 30 days"; `window_claim_pattern`), as a fact (no negation, condition or
-intention to check in the sentence: `window_negation_pattern`; no question), and the record
-it speaks of (the one its message names, else the last one read) was read by id and carries
+within the last 30 days"; `window_claim_pattern`), in a reply or in its scratchpad (a
+`think` call's words are its conclusions too), as a fact (no negation, condition or intention
+to check in the sentence: `window_negation_pattern`; no question), and the record it speaks of
+(the one its sentence names, else the one named last before it, else, in a text naming no
+record, the last one read) was read by id and carries
 its own dates (top-level date fields: when it was created, placed, opened) all older than that
 window before the current date the run's instructions give (`current_date_pattern`), by more
 than a day of margin (the instructions give a day, not an hour). Decided when the run closes.
@@ -13,6 +15,7 @@ than a day of margin (the instructions give a day, not an hour). Decided when th
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _READ = ActionKind.READ
+_NEUTRAL = ActionKind.NEUTRAL
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _ISO_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:$|[T ]\d)")
@@ -63,8 +67,14 @@ class WindowClaims:
             return
         limit = detector.config.max_tracked_records
         if step.kind is _TOOL and step.tool_name and not step.failed:
+            kind = detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+            if kind is _NEUTRAL:
+                # A scratchpad's words are the agent's own conclusions, as its replies are.
+                if self.records and len(self.claims) < limit:
+                    self._claim(scratchpad_text(step.tool_arguments), run.ref(step))
+                return
             # A read: a change's result names the record too, but the agent spoke before it.
-            if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+            if kind is not _READ:
                 return
             asked = record_asked_for(detector.classifier, step)
             if asked is None:
@@ -76,31 +86,50 @@ class WindowClaims:
                     self.records[one] = (run.ref(step), dates)
                     self.last = one
         elif step.kind is _LLM and step.output_text and self.records and len(self.claims) < limit:
-            self._claim(step, run)
+            self._claim(step.output_text, run.ref(step))
 
-    def _claim(self, step: Step, run: Run) -> None:
+    def _claim(self, text: str, ref: StepRef) -> None:
+        """The window claims of `text`, each about the record its sentence names; a sentence
+        naming none speaks of the record named last before it, or, in a text naming no
+        record at all, of the record read last."""
         detector = self.detector
         assert detector.window_claim is not None
-        text = step.output_text[:20_000]
+        text = text[:20_000]
         lowered = text.lower()
-        named = [
-            one
-            for one in self.records
-            if one in lowered and re.search(rf"(?<![\w-]){re.escape(one)}(?![\w-])", lowered)
-        ]
-        about = named[0] if len(named) == 1 else self.last if not named else None
-        if about is None:
-            return
-        for sentence in _SENTENCE.findall(text):
-            if sentence.rstrip().endswith("?") or detector.window_negation.search(sentence):
+        # Where each record read is named in the text (its first mention, by position).
+        named: list[tuple[int, str]] = []
+        for one in self.records:
+            if one in lowered:
+                mention = re.compile(rf"(?<![\w-]){re.escape(one)}(?![\w-])")
+                named += [(m.start(), one) for m in mention.finditer(lowered)]
+        named.sort()
+        for sentence in _SENTENCE.finditer(text):
+            said = sentence.group()
+            if said.rstrip().endswith("?") or detector.window_negation.search(said):
                 continue
-            match = detector.window_claim.search(sentence)
+            match = detector.window_claim.search(said)
             if match is None:
+                continue
+            inside = {one for at, one in named if sentence.start() <= at < sentence.end()}
+            before = [one for at, one in named if at < sentence.start()]
+            if len(inside) > 1:
+                continue
+            about = (
+                inside.pop()
+                if inside
+                else before[-1]
+                if before
+                else self.last
+                if not named
+                else None
+            )
+            if about is None:
                 continue
             unit = match.group(2).lower().rstrip("s")
             hours = float(match.group(1)) * _HOURS.get(unit, 24)
-            self.claims.append((run.ref(step), sentence.strip(), hours, about))
-            return
+            if len(self.claims) >= detector.config.max_tracked_records:
+                return
+            self.claims.append((ref, said.strip(), hours, about))
 
     def close(self, run: Run) -> list[Finding]:
         detector = self.detector
@@ -143,6 +172,18 @@ class WindowClaims:
                 )
             ]
         return []
+
+
+def scratchpad_text(arguments: str) -> str:
+    """The words a scratchpad call was given: the string values of its JSON arguments (the
+    arguments as they are when they are not JSON)."""
+    try:
+        parsed = json.loads(arguments[:20_000])
+    except (ValueError, RecursionError):
+        return arguments[:20_000]
+    if isinstance(parsed, dict):
+        return "\n".join(v for v in parsed.values() if isinstance(v, str))
+    return parsed if isinstance(parsed, str) else ""
 
 
 def _days_between(earlier: str, later: str) -> int | None:

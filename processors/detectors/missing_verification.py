@@ -23,6 +23,9 @@ own case ("you are eligible", "your booking cannot be refunded") before any read
 Rule `unchecked_figure` (missing_verification_figures.py): a change carried a figure the user
 gave, which no calculation of the run produced, and was rejected with the system's figure.
 
+Rule `superlative_over_partial_search` (missing_verification_partial.py): the agent calls an
+option the cheapest (fastest, ...) after running only some of the tools that take the query.
+
 Decided when the run closes, at the span of the unchecked change; at most
 `max_findings_per_run` findings per run. The study's remedy: externalize verification, so that
 tool evidence (a cleared alert, the changed state) is required before the agent may declare
@@ -40,6 +43,7 @@ from typing import Any
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.missing_verification_figures import UserFigures
+from mast_otel.processors.detectors.missing_verification_partial import PartialSearches, QueryTools
 from mast_otel.processors.detectors.missing_verification_verdict import Verdicts
 from mast_otel.processors.detectors.verification import (
     DEFAULT_FAILURE_RESULT_PATTERN,
@@ -95,7 +99,24 @@ class MissingVerificationConfig:
         r"\b(?:if|whether|unless|may|might|could|determine|check|verify|confirm|once|need)\b"
     )
 
+    # The agent calling an option the best of all (`superlative_over_partial_search`); ""
+    # turns the rule off.
+    superlative_pattern: str = (
+        r"\b(?:cheapest|fastest|quickest|shortest|earliest|least expensive|most affordable|"
+        r"lowest[- ](?:priced|cost|fare|price))\b"
+    )
+    # A sentence that only intends to look, asks, or weighs a condition: no claim.
+    superlative_hedge_pattern: str = (
+        r"\b(?:let me|I will|I'll|I need to|to find|search(?:ing)? for|look(?:ing)? for|if|"
+        r"whether)\b"
+    )
+    # Read tools remembered per agent (service) with the argument names of their queries, to
+    # know which tools take the same query.
+    max_known_query_tools: int = 256
+
     def validate(self) -> None:
+        if self.max_known_query_tools < 1:
+            raise ValueError("detectors.missing_verification.max_known_query_tools must be >= 1")
         if self.max_remembered_words < 1:
             raise ValueError("detectors.missing_verification.max_remembered_words must be >= 1")
         if self.max_findings_per_run < 1 or self.max_tracked_mutations < 1:
@@ -103,7 +124,13 @@ class MissingVerificationConfig:
                 "detectors.missing_verification.max_findings_per_run and "
                 "max_tracked_mutations must be at least 1"
             )
-        keys = ("check_tool_pattern", "verdict_pattern", "verdict_hedge_pattern")
+        keys = (
+            "check_tool_pattern",
+            "verdict_pattern",
+            "verdict_hedge_pattern",
+            "superlative_pattern",
+            "superlative_hedge_pattern",
+        )
         for key in (*keys, "failure_result_pattern"):
             try:
                 re.compile(getattr(self, key))
@@ -133,6 +160,11 @@ class MissingVerification(Detector):
         self.verdict_hedge = re.compile(c.verdict_hedge_pattern, re.IGNORECASE)
         failure = c.failure_result_pattern
         self.failure_result = re.compile(failure, re.IGNORECASE) if failure else None
+        best = c.superlative_pattern
+        self.superlative = re.compile(best, re.IGNORECASE) if best else None
+        self.superlative_hedge = re.compile(c.superlative_hedge_pattern, re.IGNORECASE)
+        # Which read tools take the same query, learned across runs.
+        self.query_tools = QueryTools(c.max_known_query_tools)
         # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
         # ledger, until FM-3.3 opens its state for that run and takes it.
         self.sharing = False
@@ -170,6 +202,7 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9_.@:/-]*[a-z0-9]|[a-z0-9]")
 _MUTATING = ActionKind.MUTATING
 _READ = ActionKind.READ
 _TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
 
 
 class _MissingVerificationRun(DetectorRun):
@@ -178,13 +211,14 @@ class _MissingVerificationRun(DetectorRun):
         "detector",
         "figures",
         "ledger",
+        "partial",
         "reported",
         "self_reported",
         "shown",
         "unchecked",
         "verdicts",
     )
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL})
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: MissingVerification) -> None:
         self.detector = detector
@@ -204,8 +238,12 @@ class _MissingVerificationRun(DetectorRun):
         self.reported: set[str] = set()
         self.verdicts = Verdicts(detector)
         self.figures = UserFigures(detector) if self.config.check_user_figures else None
+        self.partial = PartialSearches(detector)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        self.partial.observe(step, run)
+        if step.kind is _HUMAN:
+            return ()
         self.ledger.observe(step, run)
         self.verdicts.observe(step, run)
         if self.figures is not None:
@@ -295,7 +333,7 @@ class _MissingVerificationRun(DetectorRun):
                 )
             )
         figures = self.figures.close(run) if self.figures is not None else []
-        return [*findings, *self.verdicts.close(run), *figures]
+        return [*findings, *self.verdicts.close(run), *figures, *self.partial.close(run)]
 
 
 def _reports_state(result: str, targets: frozenset[str]) -> bool:

@@ -143,3 +143,37 @@ def test_the_claim_is_checked_against_the_record_it_names():
     assert [f.evidence["record"] for f in named_old] == ["ord-5512"]
     # naming the recent order (read last as well): the claim holds
     assert _fm33([_two_orders("Order ORD-7781 is within the 30-day return window.")]) == []
+
+
+def test_a_scratchpad_claim_counts_as_the_agents_own():
+    run = _returns("I will process the return now.")
+    run[4:4] = [
+        _call("t1", "think", {"thought": "ORD-5512 was placed within the last 30 days."}),
+        {"role": "tool", "tool_call_id": "t1", "content": ""},
+    ]
+    found = _fm33([run])
+    assert [f.evidence["record"] for f in found] == ["ord-5512"]
+    assert "within the last 30 days" in found[0].evidence["said"]
+
+
+def test_in_a_message_naming_several_records_each_sentence_speaks_of_its_own():
+    both = (
+        "1. Order ORD-7781: placed last week, it is within the 30-day window.\n"
+        "2. Order ORD-5512: this one is still within the 30-day window too."
+    )
+    assert [f.evidence["record"] for f in _fm33([_two_orders(both)])] == ["ord-5512"]
+    # the old order is named, but the claim sits in the recent order's sentence
+    right = "Order ORD-5512 is past the window. Order ORD-7781 is within the 30-day window."
+    assert _fm33([_two_orders(right)]) == []
+
+
+@needs_tau
+def test_real_runs_claims_in_the_scratchpad_and_in_a_list_of_records():
+    # Run 184 thinks "59XX6W ... created on 2024-05-12, which is within the 24-hour
+    # cancellation window" (the current time is 2024-05-15); run 34 says the same of 59XX6W
+    # in a message that also speaks of XEHM4B. Both labelled FM-3.3.
+    for index in (184, 34):
+        found = tau_findings(index, "FM-3.3")
+        assert [
+            f.evidence["record"] for f in found if f.rule == "window_claim_contradicts_record"
+        ] == ["59xx6w"]

@@ -1,0 +1,204 @@
+"""FM-3.2's `superlative_over_partial_search`: the agent calls an option the best of all after
+asking only some of the tools that answer the query.
+
+A search is a successful read-only call whose arguments are a query (a JSON object naming no
+record id: `{"origin": "ATL", "destination": "PHL", "date": "2024-05-24"}`, `{"sku": "KTL-2",
+"region": "eu"}`). Two read tools answer the same query when they take the same argument
+names (`search_direct_flight` and `search_onestop_flight`, `list_warehouse_stock` and
+`list_supplier_stock`): each covers part of the options. The agent tells the user that an
+option is the cheapest, fastest, earliest ... (`superlative_pattern`, as a fact: no question,
+no intention to look, no condition: `superlative_hedge_pattern`) while, for a query it searched
+in its latest stretch of searches (since the user last spoke before them), a tool known to take
+the same query never ran with it: the claim covers options the agent never looked at. A claim
+scoped to what was searched is no finding: the words right after the superlative, or the
+user's latest message, name what the tools that ran cover and the others do not ("the cheapest
+direct flight", or the user asking for direct flights, after `search_direct_flight` only).
+
+Which tools take the same query is learned from the calls the agent (its service) has been
+seen making, in this run and the ones before; bounded by `max_known_query_tools`. Decided when
+the run closes; one finding per run, at the claim.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from mast_otel.processors.classify import ActionKind, name_words
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.missing_verification import MissingVerification
+
+_READ = ActionKind.READ
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+_HUMAN = StepKind.HUMAN
+# A sentence: up to a full stop, question or exclamation mark (not a decimal point) or a line end.
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\d))+(?:[.!?]|\n|$)")
+# Queries remembered per stretch of searches, and agents whose tools are remembered.
+_MAX_QUERIES = 256
+_MAX_AGENTS = 64
+# Words after a superlative that qualify it ("the cheapest direct round-trip flight").
+_QUALIFIER_WORDS = 3
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def _squashed(text: str) -> str:
+    """Lower-cased letters and digits only: "one-stop" and "One stop" read "onestop"."""
+    return _NOT_ALNUM.sub("", text[:4000].lower())
+
+
+class QueryTools:
+    """The read tools each agent (service) has been seen calling with a query, by the names of
+    the query's arguments. Kept by the detector across runs, bounded."""
+
+    __slots__ = ("by_agent", "max_tools")
+
+    def __init__(self, max_tools: int) -> None:
+        self.max_tools = max_tools
+        self.by_agent: dict[str, dict[str, frozenset[str]]] = {}
+
+    def learn(self, agent: str, tool: str, keys: frozenset[str]) -> None:
+        tools = self.by_agent.get(agent)
+        if tools is None:
+            if len(self.by_agent) >= _MAX_AGENTS:
+                del self.by_agent[next(iter(self.by_agent))]
+            tools = self.by_agent[agent] = {}
+        if tool in tools or len(tools) < self.max_tools:
+            tools[tool] = keys
+
+    def taking(self, agent: str, keys: frozenset[str]) -> set[str]:
+        """The tools known to take a query of exactly these argument names."""
+        return {tool for tool, known in self.by_agent.get(agent, {}).items() if known == keys}
+
+
+def query_of(detector: MissingVerification, step: Step) -> dict[str, object] | None:
+    """The call's arguments when they are a query: a non-empty JSON object of plain values
+    that names no record id (a lookup by id reads one record; it does not search)."""
+    arguments = step.tool_arguments.strip()
+    if not arguments.startswith("{") or len(arguments) > 2000:
+        return None
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(parsed, dict)
+        or not parsed
+        or not all(isinstance(v, str | int | float) for v in parsed.values())
+        or detector.classifier.identifiers(arguments)
+    ):
+        return None
+    return parsed
+
+
+class PartialSearches:
+    """Per run: the latest stretch of searches (query -> the tools that ran it) and the first
+    best-of-all claim made while a tool taking one of those queries had not run it."""
+
+    __slots__ = ("agent", "asked", "claim", "detector", "queries", "recent", "turn_over")
+
+    def __init__(self, detector: MissingVerification) -> None:
+        self.detector = detector
+        # Canonical query -> (its arguments, the tools that ran it, the first search), over
+        # the run; and, per argument names, the queries of the latest stretch of searches
+        # (a calculator's calls do not end a stretch of flight searches).
+        self.queries: dict[str, tuple[dict[str, object], set[str], StepRef]] = {}
+        self.recent: dict[frozenset[str], set[str]] = {}
+        # Argument names whose stretch the user has spoken since: the next search starts anew.
+        self.turn_over: set[frozenset[str]] = set()
+        self.agent = ""
+        # The user's latest words, letters and digits run together ("one-stop": "onestop").
+        self.asked = ""
+        # (the reply, the sentence, [(query, tools that ran it, tools that did not)])
+        self.claim: tuple[StepRef, str, list[tuple[str, list[str], list[str]]]] | None = None
+
+    def observe(self, step: Step, run: Run) -> None:
+        if self.claim is not None or self.detector.superlative is None:
+            return
+        if step.kind is _HUMAN:
+            self.turn_over = set(self.recent)
+            self.asked = _squashed(step.input_text or step.output_text)
+        elif step.kind is _TOOL and step.tool_name and not step.failed:
+            self._search(step, run)
+        elif step.kind is _LLM and self.recent and step.output_text and not step.tool_calls:
+            self._claim(step, run)
+
+    def _search(self, step: Step, run: Run) -> None:
+        detector = self.detector
+        if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+            return
+        query = query_of(detector, step)
+        if query is None:
+            return
+        self.agent = step.service
+        names = frozenset(query)
+        detector.query_tools.learn(step.service, step.tool_name, names)
+        if names in self.turn_over:
+            self.recent.pop(names, None)
+            self.turn_over.discard(names)
+        key = json.dumps(query, sort_keys=True)
+        known = self.queries.get(key)
+        if known is not None:
+            known[1].add(step.tool_name)
+        elif len(self.queries) < _MAX_QUERIES:
+            self.queries[key] = (query, {step.tool_name}, run.ref(step))
+        else:
+            return
+        self.recent.setdefault(names, set()).add(key)
+
+    def _claim(self, step: Step, run: Run) -> None:
+        detector = self.detector
+        assert detector.superlative is not None
+        for sentence in _SENTENCE.findall(step.output_text[:20_000]):
+            if sentence.rstrip().endswith("?") or detector.superlative_hedge.search(sentence):
+                continue
+            best = detector.superlative.search(sentence)
+            if best is None:
+                continue
+            # The words that qualify the superlative ("the cheapest direct flight").
+            said = _squashed(" ".join(sentence[best.end() :].split()[:_QUALIFIER_WORDS]))
+            partial = []
+            for key in sorted(k for keys in self.recent.values() for k in keys):
+                query, ran, _ = self.queries[key]
+                others = detector.query_tools.taking(self.agent, frozenset(query)) - ran
+                if not others:
+                    continue
+                # Words naming what the tools that ran cover and the others do not, said of the
+                # option or asked for by the user: the claim is scoped to what was searched.
+                own = {w for tool in ran for w in name_words(tool)}
+                theirs = {w for tool in others for w in name_words(tool)}
+                if any(word in said or word in self.asked for word in own - theirs):
+                    continue
+                partial.append((key, sorted(ran), sorted(others)))
+            if partial:
+                self.claim = (run.ref(step), short(sentence.strip(), 200), partial)
+                return
+
+    def close(self, run: Run) -> list[Finding]:
+        if self.claim is None:
+            return []
+        ref, said, partial = self.claim
+        query, ran, others = partial[0]
+        return [
+            self.detector.finding(
+                at=ref,
+                rule="superlative_over_partial_search",
+                confidence=0.7,
+                message=(
+                    f"the agent said {said!r} after searching {query} with {', '.join(ran)} "
+                    f"only: {', '.join(others)}, which takes the same query, never ran it"
+                    + (f" (and {len(partial) - 1} more searches alike)" if len(partial) > 1 else "")
+                ),
+                evidence=[ref, *(self.queries[q][2] for q, _, _ in partial[:5])],
+                values={
+                    "said": said,
+                    "searches": [{"query": q, "ran": r, "not_run": o} for q, r, o in partial[:10]],
+                },
+                run=run,
+            )
+        ]

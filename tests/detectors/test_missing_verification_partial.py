@@ -1,0 +1,160 @@
+"""FM-3.2 `superlative_over_partial_search`: the agent calls an option the best of all after
+running only some of the tools that take the query.
+
+A parts shop (another domain) whose stock comes from two tools taking the same query, its near
+misses, and real tau-bench runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mast_otel.collector.config import Config
+from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
+from mast_otel.processors.detectors.missing_verification_partial import QueryTools
+from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.imported import findings_of
+
+QUERY = {"part": "M6 bolt", "region": "eu"}
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
+def _search(call_id: str, tool: str, offers: list[Any], query: dict[str, Any] = QUERY) -> list[Any]:
+    return [
+        _call(call_id, tool, query),
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps(offers)},
+    ]
+
+
+def _shop(
+    said: str, tools: tuple[str, ...], asked: str = "Find me the cheapest M6 bolts."
+) -> list[Any]:
+    """A parts shop: the customer asks; the agent searches with `tools`, then answers."""
+    messages: list[Any] = [
+        {"role": "system", "content": "You sell hardware parts."},
+        {"role": "user", "content": asked},
+    ]
+    offers = {
+        "list_warehouse_stock": [{"seller": "warehouse", "price": 0.12}],
+        "list_supplier_stock": [{"seller": "acme", "price": 0.09}],
+    }
+    for n, tool in enumerate(tools):
+        messages += _search(f"c{n}", tool, offers[tool])
+    messages += [{"role": "assistant", "content": said}, {"role": "user", "content": "Thanks."}]
+    return messages
+
+
+# An earlier run of the same agent that used both stock tools: that is how the collector knows
+# they take the same query.
+BOTH = _shop("Here are the offers.", ("list_warehouse_stock", "list_supplier_stock"))
+
+
+def _fm32(runs: list[Any], config: Config | None = None) -> list[Any]:
+    return [
+        f
+        for f in findings_of(runs, config)
+        if f.mode == "FM-3.2" and f.rule == "superlative_over_partial_search"
+    ]
+
+
+def test_the_cheapest_offer_after_asking_one_of_two_stock_tools():
+    said = "The cheapest offer is the warehouse's at 0.12 per bolt."
+    found = _fm32([BOTH, _shop(said, ("list_warehouse_stock",))])
+    assert len(found) == 1
+    assert found[0].evidence["searches"] == [
+        {
+            "query": json.dumps(QUERY, sort_keys=True),
+            "ran": ["list_warehouse_stock"],
+            "not_run": ["list_supplier_stock"],
+        }
+    ]
+    assert "list_supplier_stock" in found[0].message and "cheapest" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "said,tools,asked",
+    [
+        # both tools ran: the claim covers every option
+        ("The cheapest offer is acme's.", ("list_warehouse_stock", "list_supplier_stock"), None),
+        # the claim is scoped to what was searched, or the user asked for that scope
+        ("The cheapest warehouse offer is 0.12.", ("list_warehouse_stock",), None),
+        ("The cheapest offer is 0.12.", ("list_warehouse_stock",), "Cheapest from your warehouse?"),
+        # a question, an intention to look
+        ("Is 0.12 the cheapest price?", ("list_warehouse_stock",), None),
+        ("Let me look for the cheapest offer elsewhere too.", ("list_warehouse_stock",), None),
+        # no superlative
+        ("The warehouse has them at 0.12.", ("list_warehouse_stock",), None),
+    ],
+)
+def test_claims_covering_what_was_searched_are_silent(
+    said: str, tools: tuple[str, ...], asked: str | None
+) -> None:
+    run = _shop(said, tools, asked or "Find me the cheapest M6 bolts.")
+    assert _fm32([BOTH, run]) == []
+
+
+def test_an_agent_never_seen_with_a_second_tool_is_silent():
+    # Nothing says another tool takes the query: the one that ran may be all there is.
+    assert _fm32([_shop("The cheapest offer is 0.12.", ("list_warehouse_stock",))]) == []
+
+
+def test_the_claim_speaks_of_the_searches_since_the_user_last_spoke():
+    run = _shop("The cheapest offer is 0.12.", ("list_warehouse_stock",))
+    # Both tools ran the query before the user asked again: the query was searched in full.
+    run[2:2] = [
+        *_search("e1", "list_supplier_stock", [{"seller": "acme", "price": 0.09}]),
+        {"role": "assistant", "content": "Acme has them."},
+        {"role": "user", "content": "And the warehouse?"},
+    ]
+    assert _fm32([BOTH, run]) == []
+
+
+def test_settings_and_bounds():
+    config = Config()
+    config.detectors.missing_verification.superlative_pattern = ""
+    run = _shop("The cheapest offer is 0.12.", ("list_warehouse_stock",))
+    assert _fm32([BOTH, run], config) == []
+    with pytest.raises(ValueError, match="superlative_pattern"):
+        MissingVerificationConfig(superlative_pattern="(").validate()
+    with pytest.raises(ValueError, match="max_known_query_tools"):
+        MissingVerificationConfig(max_known_query_tools=0).validate()
+    tools = QueryTools(max_tools=1)
+    tools.learn("shop", "a", frozenset({"x"}))
+    tools.learn("shop", "b", frozenset({"x"}))
+    assert tools.taking("shop", frozenset({"x"})) == {"a"}
+
+
+@needs_tau
+def test_real_runs():
+    # Runs 6 and 106 call a flight the cheapest after searching ATL-PHL with
+    # search_onestop_flight only; run 153 the quickest after the same for DEN-IAH (all
+    # labelled FM-3.2: search_direct_flight never ran).
+    for index, missing in (
+        (6, "search_direct_flight"),
+        (106, "search_direct_flight"),
+        (153, "search_direct_flight"),
+    ):
+        found = [
+            f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
+        ]
+        assert [s["not_run"] for s in found[0].evidence["searches"]][:1] == [[missing]]
+    # Run 160's user asked for direct flights: its "cheapest" after direct searches only is
+    # scoped to them.
+    assert not [
+        f for f in tau_findings(160, "FM-3.2") if f.rule == "superlative_over_partial_search"
+    ]
