@@ -43,7 +43,7 @@ from typing import Any
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.missing_verification_figures import UserFigures
-from mast_otel.processors.detectors.missing_verification_partial import PartialSearches, QueryTools
+from mast_otel.processors.detectors.missing_verification_partial import PartialSearches
 from mast_otel.processors.detectors.missing_verification_verdict import Verdicts
 from mast_otel.processors.detectors.verification import (
     DEFAULT_FAILURE_RESULT_PATTERN,
@@ -110,8 +110,8 @@ class MissingVerificationConfig:
         r"\b(?:let me|I will|I'll|I need to|to find|search(?:ing)? for|look(?:ing)? for|if|"
         r"whether)\b"
     )
-    # Read tools remembered per agent (service) with the argument names of their queries, to
-    # know which tools take the same query.
+    # Read tools remembered per run and agent (service) with the argument names of their
+    # queries, to know which tools take the same query.
     max_known_query_tools: int = 256
 
     def validate(self) -> None:
@@ -163,8 +163,6 @@ class MissingVerification(Detector):
         best = c.superlative_pattern
         self.superlative = re.compile(best, re.IGNORECASE) if best else None
         self.superlative_hedge = re.compile(c.superlative_hedge_pattern, re.IGNORECASE)
-        # Which read tools take the same query, learned across runs.
-        self.query_tools = QueryTools(c.max_known_query_tools)
         # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
         # ledger, until FM-3.3 opens its state for that run and takes it.
         self.sharing = False

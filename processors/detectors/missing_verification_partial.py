@@ -14,9 +14,11 @@ scoped to what was searched is no finding: the words right after the superlative
 user's latest message, name what the tools that ran cover and the others do not ("the cheapest
 direct flight", or the user asking for direct flights, after `search_direct_flight` only).
 
-Which tools take the same query is learned from the calls the agent (its service) has been
-seen making, in this run and the ones before; bounded by `max_known_query_tools`. Decided when
-the run closes; one finding per run, at the claim.
+Which tools take the same query is learned from the calls made in this run (bounded by
+`max_known_query_tools`): never from earlier runs, so that a run's findings do not depend on
+which runs one process saw before it (with worker processes, on how runs were sharded; after
+a restart, on what was replayed). Decided when the run closes; one finding per run, at the
+claim.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def _squashed(text: str) -> str:
 
 
 class QueryTools:
-    """The read tools each agent (service) has been seen calling with a query, by the names of
-    the query's arguments. Kept by the detector across runs, bounded."""
+    """The read tools each agent (service) of a run has been seen calling with a query, by the
+    names of the query's arguments. Bounded."""
 
     __slots__ = ("by_agent", "max_tools")
 
@@ -100,10 +102,11 @@ class PartialSearches:
     """Per run: the latest stretch of searches (query -> the tools that ran it) and the first
     best-of-all claim made while a tool taking one of those queries had not run it."""
 
-    __slots__ = ("agent", "asked", "claim", "detector", "queries", "recent", "turn_over")
+    __slots__ = ("agent", "asked", "claim", "detector", "queries", "recent", "tools", "turn_over")
 
     def __init__(self, detector: MissingVerification) -> None:
         self.detector = detector
+        self.tools = QueryTools(detector.config.max_known_query_tools)
         # Canonical query -> (its arguments, the tools that ran it, the first search), over
         # the run; and, per argument names, the queries of the latest stretch of searches
         # (a calculator's calls do not end a stretch of flight searches).
@@ -137,7 +140,7 @@ class PartialSearches:
             return
         self.agent = step.service
         names = frozenset(query)
-        detector.query_tools.learn(step.service, step.tool_name, names)
+        self.tools.learn(step.service, step.tool_name, names)
         if names in self.turn_over:
             self.recent.pop(names, None)
             self.turn_over.discard(names)
@@ -165,7 +168,7 @@ class PartialSearches:
             partial = []
             for key in sorted(k for keys in self.recent.values() for k in keys):
                 query, ran, _ = self.queries[key]
-                others = detector.query_tools.taking(self.agent, frozenset(query)) - ran
+                others = self.tools.taking(self.agent, frozenset(query)) - ran
                 if not others:
                     continue
                 # Words naming what the tools that ran cover and the others do not, said of the

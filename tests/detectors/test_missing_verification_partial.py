@@ -18,6 +18,7 @@ from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.imported import findings_of
 
 QUERY = {"part": "M6 bolt", "region": "eu"}
+NUTS = {"part": "M5 nut", "region": "eu"}
 
 
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -42,26 +43,31 @@ def _search(call_id: str, tool: str, offers: list[Any], query: dict[str, Any] = 
 
 
 def _shop(
-    said: str, tools: tuple[str, ...], asked: str = "Find me the cheapest M6 bolts."
+    said: str,
+    tools: tuple[str, ...],
+    asked: str = "Find me the cheapest M6 bolts.",
+    earlier: tuple[str, ...] = ("list_warehouse_stock", "list_supplier_stock"),
 ) -> list[Any]:
-    """A parts shop: the customer asks; the agent searches with `tools`, then answers."""
+    """A parts shop: the customer first asks about nuts, which the agent searches with
+    `earlier` (both stock tools: that is how the run shows they take the same query); then asks
+    `asked`, which the agent searches with `tools` before answering `said`."""
     messages: list[Any] = [
         {"role": "system", "content": "You sell hardware parts."},
-        {"role": "user", "content": asked},
+        {"role": "user", "content": "Do you have M5 nuts?"},
     ]
     offers = {
         "list_warehouse_stock": [{"seller": "warehouse", "price": 0.12}],
         "list_supplier_stock": [{"seller": "acme", "price": 0.09}],
     }
+    for n, tool in enumerate(earlier):
+        messages += _search(f"e{n}", tool, offers[tool], NUTS)
+    if earlier:
+        messages.append({"role": "assistant", "content": "Yes, both sellers have M5 nuts."})
+    messages.append({"role": "user", "content": asked})
     for n, tool in enumerate(tools):
         messages += _search(f"c{n}", tool, offers[tool])
     messages += [{"role": "assistant", "content": said}, {"role": "user", "content": "Thanks."}]
     return messages
-
-
-# An earlier run of the same agent that used both stock tools: that is how the collector knows
-# they take the same query.
-BOTH = _shop("Here are the offers.", ("list_warehouse_stock", "list_supplier_stock"))
 
 
 def _fm32(runs: list[Any], config: Config | None = None) -> list[Any]:
@@ -74,7 +80,7 @@ def _fm32(runs: list[Any], config: Config | None = None) -> list[Any]:
 
 def test_the_cheapest_offer_after_asking_one_of_two_stock_tools():
     said = "The cheapest offer is the warehouse's at 0.12 per bolt."
-    found = _fm32([BOTH, _shop(said, ("list_warehouse_stock",))])
+    found = _fm32([_shop(said, ("list_warehouse_stock",))])
     assert len(found) == 1
     assert found[0].evidence["searches"] == [
         {
@@ -105,12 +111,22 @@ def test_claims_covering_what_was_searched_are_silent(
     said: str, tools: tuple[str, ...], asked: str | None
 ) -> None:
     run = _shop(said, tools, asked or "Find me the cheapest M6 bolts.")
-    assert _fm32([BOTH, run]) == []
+    assert _fm32([run]) == []
 
 
 def test_an_agent_never_seen_with_a_second_tool_is_silent():
-    # Nothing says another tool takes the query: the one that ran may be all there is.
-    assert _fm32([_shop("The cheapest offer is 0.12.", ("list_warehouse_stock",))]) == []
+    # Nothing in the run says another tool takes the query: the one that ran may be all there is.
+    alone = _shop("The cheapest offer is 0.12.", ("list_warehouse_stock",), earlier=())
+    assert _fm32([alone]) == []
+
+
+def test_what_earlier_runs_showed_is_not_carried_over():
+    # An earlier run used both tools; this one only one: its findings must not depend on which
+    # runs the same process saw before (worker processes, restarts).
+    both = _shop("Here are the offers.", ("list_warehouse_stock", "list_supplier_stock"))
+    alone = _shop("The cheapest offer is 0.12.", ("list_warehouse_stock",), earlier=())
+    assert _fm32([both, alone]) == []
+    assert len(_fm32([_shop("The cheapest offer is 0.12.", ("list_warehouse_stock",))])) == 1
 
 
 def test_the_claim_speaks_of_the_searches_since_the_user_last_spoke():
@@ -121,14 +137,14 @@ def test_the_claim_speaks_of_the_searches_since_the_user_last_spoke():
         {"role": "assistant", "content": "Acme has them."},
         {"role": "user", "content": "And the warehouse?"},
     ]
-    assert _fm32([BOTH, run]) == []
+    assert _fm32([run]) == []
 
 
 def test_settings_and_bounds():
     config = Config()
     config.detectors.missing_verification.superlative_pattern = ""
     run = _shop("The cheapest offer is 0.12.", ("list_warehouse_stock",))
-    assert _fm32([BOTH, run], config) == []
+    assert _fm32([run], config) == []
     with pytest.raises(ValueError, match="superlative_pattern"):
         MissingVerificationConfig(superlative_pattern="(").validate()
     with pytest.raises(ValueError, match="max_known_query_tools"):
@@ -141,18 +157,20 @@ def test_settings_and_bounds():
 
 @needs_tau
 def test_real_runs():
-    # Runs 6 and 106 call a flight the cheapest after searching ATL-PHL with
-    # search_onestop_flight only; run 153 the quickest after the same for DEN-IAH (all
-    # labelled FM-3.2: search_direct_flight never ran).
-    for index, missing in (
-        (6, "search_direct_flight"),
-        (106, "search_direct_flight"),
-        (153, "search_direct_flight"),
-    ):
+    # Runs 58 and 109 search SFO-SEA with search_onestop_flight only and call a business
+    # round trip the cheapest; both searched other legs with both flight tools earlier in the
+    # run (both labelled FM-3.2: search_direct_flight never ran for SFO-SEA). Runs 6, 106 and
+    # 153 make the same kind of claim but never ran search_direct_flight at all: nothing in the
+    # run says a second tool exists, so they stay silent.
+    for index in (58, 109):
         found = [
             f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
         ]
-        assert [s["not_run"] for s in found[0].evidence["searches"]][:1] == [[missing]]
+        assert ["search_direct_flight"] in [s["not_run"] for s in found[0].evidence["searches"]]
+    for index in (6, 106, 153):
+        assert not [
+            f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
+        ]
     # Run 160's user asked for direct flights: its "cheapest" after direct searches only is
     # scoped to them.
     assert not [
