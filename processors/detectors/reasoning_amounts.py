@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, product
 from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 # A sum written out: "$402 + $306 - 8 = $700" (terms, then the result).
 # Below this, a value read to the cent is exact in whole cents as a float (2**53 / 100).
 _EXACT_CENTS = 1e13
+# Sources remembered per run to derive only the new pairs of a grown one.
+_SOURCES_KEPT = 4
 _AMOUNT = r"\$?\s?\d[\d,]*(?:\.\d+)?"
 _WORKING = re.compile(
     rf"(?P<terms>{_AMOUNT}(?:\s*[-+]\s*{_AMOUNT})+)\s*=\s*\$?\s?(?P<result>\d[\d,]*(?:\.\d+)?)"
@@ -78,7 +80,17 @@ class AmountRules:
 class Amounts:
     """One run's values seen and amounts told."""
 
-    __slots__ = ("config", "counts", "derived", "rules", "seen", "stated", "told", "user_text")
+    __slots__ = (
+        "config",
+        "counts",
+        "derived",
+        "derived_from",
+        "rules",
+        "seen",
+        "stated",
+        "told",
+        "user_text",
+    )
 
     def __init__(self, rules: AmountRules) -> None:
         self.rules = rules
@@ -91,6 +103,9 @@ class Amounts:
         # Sums and differences of two values of one source, and the counts the run states.
         self.derived: set[float] = set()
         self.counts: set[int] = set()
+        # The last sources whose pairs are in `derived`: a model's input grows call by call,
+        # and only the pairs its new values make are new.
+        self.derived_from: list[frozenset[float]] = []
         # Amounts the model told (its running figures: a total, a balance).
         self.stated: set[float] = set()
 
@@ -124,15 +139,20 @@ class Amounts:
         `max_source_values` values a source gives none: its pairs would support anything)."""
         if len(found) > self.config.max_source_values:
             return
+        source = frozenset(found)
+        done = max((s for s in self.derived_from if s <= source), key=len, default=frozenset())
+        if len(done) == len(source):
+            return
+        self.derived_from = [*self.derived_from[-(_SOURCES_KEPT - 1) :], source]
         values = sorted(found)
         if values and values[-1] < _EXACT_CENTS:
             # Values are read to the cent (`numbers`): in whole cents the sums and differences
             # are exact integers, and `cents / 100` is the float `round(a + b, 2)` gives,
             # without a call per pair (this ran for every tool result and model input).
-            cents = [round(v * 100) for v in values]
-            pairs = list(combinations(cents, 2))
+            fresh = [round(v * 100) for v in values if v not in done]
+            pairs = [*combinations(fresh, 2), *product(fresh, [round(v * 100) for v in done])]
             self.derived.update([(a + b) / 100 for a, b in pairs])
-            self.derived.update([(b - a) / 100 for a, b in pairs])
+            self.derived.update([abs(b - a) / 100 for a, b in pairs])
             return
         for i, a in enumerate(values):
             for b in values[i + 1 :]:
