@@ -52,6 +52,21 @@ def tau_steps(index: int) -> list[Step]:
     return steps_of(chat.build_run(tau_run(index), index, f"tau run {index}"))
 
 
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message of a chat transcript that calls one tool."""
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
 def findings_of(runs: list[Any], config: Config | None = None) -> list[Finding]:
     """Every finding the offline pipeline (`mast-otel analyze`) raises on these runs (chat
     transcripts: run objects or message lists, or Codex rollout lines), in run order."""

@@ -13,7 +13,7 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of
+from tests.imported import findings_of, tool_call
 from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules
 
 
@@ -108,20 +108,6 @@ def test_fm33_on_real_runs():
 # --- a change on a record whose items are all in the past ---------------------------------
 
 
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
-
-
 def _clinic(sessions: list[str], system: str = "The current date is 2025-03-10.") -> list[Any]:
     """A clinic scheduling agent reads a booking and cancels it."""
     booking = {
@@ -134,11 +120,11 @@ def _clinic(sessions: list[str], system: str = "The current date is 2025-03-10."
     return [
         {"role": "system", "content": f"You book physiotherapy sessions. {system}"},
         {"role": "user", "content": "Please cancel my booking BK-7731, patient P-220."},
-        _call("c1", "get_booking", {"booking_id": "BK-7731"}),
+        tool_call("c1", "get_booking", {"booking_id": "BK-7731"}),
         {"role": "tool", "tool_call_id": "c1", "content": json.dumps(booking)},
         {"role": "assistant", "content": "Your sessions can be cancelled. Shall I go ahead?"},
         {"role": "user", "content": "yes"},
-        _call("c2", "cancel_booking", {"booking_id": "BK-7731"}),
+        tool_call("c2", "cancel_booking", {"booking_id": "BK-7731"}),
         {"role": "tool", "tool_call_id": "c2", "content": '{"booking_id": "BK-7731", "ok": 1}'},
         {"role": "assistant", "content": "Booking BK-7731 has been cancelled."},
     ]

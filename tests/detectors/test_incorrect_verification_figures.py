@@ -6,7 +6,6 @@ misses, and on real tau-bench runs."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -15,21 +14,7 @@ from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from mast_otel.processors.detectors.incorrect_verification_figures import figures
 from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of
-
-
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
+from tests.imported import findings_of, tool_call
 
 
 def _tool(call_id: str, content: str) -> dict[str, Any]:
@@ -43,16 +28,16 @@ def _shop(
     compute: bool = True,
 ) -> list[Any]:
     """A shop agent reads a price, computes a total, and places an order that is rejected."""
-    calculation = [_call("c2", "calculate", {"expression": "3 * 40"}), _tool("c2", "120.0")]
+    calculation = [tool_call("c2", "calculate", {"expression": "3 * 40"}), _tool("c2", "120.0")]
     return [
         {"role": "system", "content": "You place orders for customers of the shop."},
         {"role": "user", "content": ask},
-        _call("c1", "get_product", {"sku": "LMP-40"}),
+        tool_call("c1", "get_product", {"sku": "LMP-40"}),
         _tool("c1", '{"sku": "LMP-40", "price": 40, "shipping": 15}'),
         *(calculation if compute else []),
         {"role": "assistant", "content": said},
         {"role": "user", "content": "Yes, go ahead."},
-        _call("c3", "create_order", {"sku": "LMP-40", "quantity": 3, "amount": 120}),
+        tool_call("c3", "create_order", {"sku": "LMP-40", "quantity": 3, "amount": 120}),
         _tool("c3", error),
         {"role": "assistant", "content": "Something went wrong; let me look into it."},
     ]
@@ -95,9 +80,9 @@ def _billing(said: str) -> list[Any]:
     return [
         {"role": "system", "content": "You answer billing questions for a cloud provider."},
         {"role": "user", "content": "Will my credit pay invoice INV-2231?"},
-        _call("c1", "get_account", {"account_id": "acct-77"}),
+        tool_call("c1", "get_account", {"account_id": "acct-77"}),
         _tool("c1", '{"account_id": "acct-77", "credit": 40, "open_invoices": ["INV-2231"]}'),
-        _call("c2", "get_invoice", {"invoice_id": "INV-2231"}),
+        tool_call("c2", "get_invoice", {"invoice_id": "INV-2231"}),
         _tool("c2", '{"invoice_id": "INV-2231", "amount_due": 55}'),
         {"role": "assistant", "content": said},
     ]

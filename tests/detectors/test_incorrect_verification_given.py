@@ -13,21 +13,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of
-
-
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
+from tests.imported import findings_of, tool_call
 
 
 def _desk(said: str, plan: str = "basic", read: bool = True, earlier: str = "") -> list[Any]:
@@ -40,7 +26,7 @@ def _desk(said: str, plan: str = "basic", read: bool = True, earlier: str = "") 
     ]
     if read:
         messages += [
-            _call("c1", "get_account", {"account_id": "acct-118"}),
+            tool_call("c1", "get_account", {"account_id": "acct-118"}),
             {"role": "tool", "tool_call_id": "c1", "content": json.dumps(account)},
         ]
     if earlier:

@@ -14,21 +14,7 @@ from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from mast_otel.processors.detectors.incorrect_verification_window import own_dates
 from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of
-
-
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
+from tests.imported import findings_of, tool_call
 
 
 def _returns(
@@ -49,7 +35,7 @@ def _returns(
     ]
     if read:
         messages += [
-            _call("c1", "get_order", {"order_id": "ORD-5512"}),
+            tool_call("c1", "get_order", {"order_id": "ORD-5512"}),
             {"role": "tool", "tool_call_id": "c1", "content": json.dumps(order)},
         ]
     messages += [
@@ -132,7 +118,7 @@ def _two_orders(said: str) -> list[Any]:
     run = _returns(said)
     newer = {"order_id": "ORD-7781", "placed_at": "2025-03-02T08:00:00", "lines": []}
     run[4:4] = [
-        _call("c9", "get_order", {"order_id": "ORD-7781"}),
+        tool_call("c9", "get_order", {"order_id": "ORD-7781"}),
         {"role": "tool", "tool_call_id": "c9", "content": json.dumps(newer)},
     ]
     return run
@@ -148,7 +134,7 @@ def test_the_claim_is_checked_against_the_record_it_names():
 def test_a_scratchpad_claim_counts_as_the_agents_own():
     run = _returns("I will process the return now.")
     run[4:4] = [
-        _call("t1", "think", {"thought": "ORD-5512 was placed within the last 30 days."}),
+        tool_call("t1", "think", {"thought": "ORD-5512 was placed within the last 30 days."}),
         {"role": "tool", "tool_call_id": "t1", "content": ""},
     ]
     found = _fm33([run])

@@ -15,29 +15,15 @@ from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
 from mast_otel.processors.detectors.missing_verification_partial import QueryTools
 from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of
+from tests.imported import findings_of, tool_call
 
 QUERY = {"part": "M6 bolt", "region": "eu"}
 NUTS = {"part": "M5 nut", "region": "eu"}
 
 
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
-
-
 def _search(call_id: str, tool: str, offers: list[Any], query: dict[str, Any] = QUERY) -> list[Any]:
     return [
-        _call(call_id, tool, query),
+        tool_call(call_id, tool, query),
         {"role": "tool", "tool_call_id": call_id, "content": json.dumps(offers)},
     ]
 

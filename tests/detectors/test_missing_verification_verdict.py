@@ -6,7 +6,6 @@ tau-bench runs."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -14,21 +13,7 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of
-
-
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
+from tests.imported import findings_of, tool_call
 
 
 def _support(said: str, read_first: bool = False, tools: bool = True) -> list[Any]:
@@ -40,7 +25,7 @@ def _support(said: str, read_first: bool = False, tools: bool = True) -> list[An
     ]
     if read_first:
         messages += [
-            _call("c1", "get_subscription", {"account_id": "acct-118"}),
+            tool_call("c1", "get_subscription", {"account_id": "acct-118"}),
             {
                 "role": "tool",
                 "tool_call_id": "c1",
@@ -51,7 +36,7 @@ def _support(said: str, read_first: bool = False, tools: bool = True) -> list[An
     messages.append({"role": "user", "content": "OK, please pass it on."})
     if tools:
         messages += [
-            _call("c2", "open_ticket", {"account_id": "acct-118", "summary": "refund"}),
+            tool_call("c2", "open_ticket", {"account_id": "acct-118", "summary": "refund"}),
             {"role": "tool", "tool_call_id": "c2", "content": '{"ticket": "T-9"}'},
             {"role": "assistant", "content": "Ticket T-9 is open."},
         ]
