@@ -9,6 +9,7 @@ one `FACTORY = DetectorFactory(...)`; `processors/detectors/__init__.py` lists t
 from __future__ import annotations
 
 import builtins
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -150,3 +151,13 @@ def short(text: str, limit: int = 160) -> str:
     """Text cut for a message or evidence value."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def json_doc(text: str) -> Any:
+    """`text` parsed if it is a JSON object or list (a tool's result or arguments), else None."""
+    if not text or text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None

@@ -11,6 +11,7 @@ from typing import Any
 
 from mast_otel.processors import conventions
 from mast_otel.processors.classify import name_words
+from mast_otel.processors.detectors.base import json_doc
 
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
 DIGITS = re.compile(r"\d{4,}")
@@ -25,11 +26,8 @@ def tokens(text: str) -> set[str]:
 def objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[str]]]:
     """For a JSON result: each identifier that is a value of an object, with the object's
     other scalar values (lower-cased, three characters or more)."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
+    doc = json_doc(text)
+    if doc is None:
         return []
     out: list[tuple[str, set[str]]] = []
     todo = [doc]
@@ -53,11 +51,8 @@ def objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[s
 def keyed_side_by_side(text: str, choice: re.Pattern[str]) -> list[set[str]]:
     """For a JSON result: the identifiers that are the keys of one object (two or more),
     lower-cased: `{"credit_card_1": {...}, "gift_card_2": {...}}` lists two offers."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
+    doc = json_doc(text)
+    if doc is None:
         return []
     out: list[set[str]] = []
     todo = [doc]

@@ -9,10 +9,10 @@ to that record."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 
+from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.detectors.clarification_offers import argument_words, sentence_words
 
 # Records remembered per run (a bound on memory: past it, older records are not replaced).
@@ -24,11 +24,8 @@ def records_of(text: str, choice: re.Pattern[str]) -> list[tuple[set[str], Count
     """For a JSON result: each top-level object (or each object of a top-level list) as the
     keys that name it (its scalar values, lower-cased, three characters or more) and how often
     each identifier (`choice`) occurs anywhere inside it."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return []
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
+    doc = json_doc(text)
+    if doc is None:
         return []
     tops = doc if isinstance(doc, list) else [doc]
     out: list[tuple[set[str], Counter[str]]] = []

@@ -4,11 +4,10 @@ of the function that words a finding (it counts findings against the run's bound
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from typing import Any
 
+from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
@@ -33,16 +32,6 @@ def numbers(text: str) -> set[float]:
         except ValueError:
             continue
     return out
-
-
-def json_doc(text: str) -> Any:
-    """`text` parsed if it is a JSON object or list, else None."""
-    if not text or text.lstrip()[:1] not in ("{", "["):
-        return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 def list_totals(text: str) -> set[float]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from mast_otel.processors.detectors.base import short
-from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, json_doc
+from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mast_otel.processors.detectors.base import short
-from mast_otel.processors.detectors.reasoning_common import Emit, json_doc, numbers
+from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_common import Emit, numbers
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
 

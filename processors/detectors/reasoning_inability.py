@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from mast_otel.processors.detectors.base import short
-from mast_otel.processors.detectors.reasoning_common import Emit, around, json_doc, stem
+from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from mast_otel.processors.detectors.base import short
-from mast_otel.processors.detectors.reasoning_common import Emit, json_doc
+from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_common import Emit
 from mast_otel.processors.detectors.reasoning_fields import Fields, has, norm
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
