@@ -33,6 +33,10 @@ defaults):
   (`current_time_pattern`), and a change names a resource whose scheduled dates, as a call
   last read them (`schedule_key_pattern`), all lie before the current day (see
   task_specification_past.py);
+- `change_outside_window`: the instructions allow a kind of change only within a time of the
+  resource's creation (`change_window_pattern`), and a change of that kind names a resource
+  whose record, as read, was created longer ago than that before the current time and shows
+  none of the exceptions they name (see task_specification_window.py);
 - `change_after_own_refusal`: a change whose tool's verb the agent had refused, in words
   (`refusal_pattern`), for the very resource the change names (see
   task_specification_refused.py).
@@ -52,7 +56,9 @@ from mast_otel.processors.detectors.base import Detector, DetectorFactory
 from mast_otel.processors.detectors.task_specification_offer import optional
 from mast_otel.processors.detectors.task_specification_policy import (
     AFFIRMATIVE,
+    CHANGE_WINDOW,
     CONFIRMATION_REQUIRED,
+    CREATION_KEY,
     CURRENT_TIME,
     ESCALATE_ONLY,
     ESCALATION_OFFER,
@@ -140,6 +146,13 @@ class TaskSpecificationConfig:
     schedule_key_pattern: str = SCHEDULE_KEY
     # A user turn asking for such a thing (after which an offer is an answer).
     offer_request_pattern: str = OFFER_REQUEST
+    # Instructions allowing a kind of change only within a time of the resource's creation
+    # ("can be cancelled within 24 hours of booking"; groups `verb`, held by the tool names of
+    # such changes, `amount` and `unit`); "" turns the `change_outside_window` rule off. It
+    # also needs `current_time_pattern`.
+    change_window_pattern: str = CHANGE_WINDOW
+    # Keys of a read record whose value is the resource's creation stamp.
+    creation_key_pattern: str = CREATION_KEY
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -160,6 +173,8 @@ class TaskSpecificationConfig:
             "prerequisite_pattern",
             "detail_value_pattern",
             "free_argument_pattern",
+            "change_window_pattern",
+            "creation_key_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -197,6 +212,8 @@ class TaskSpecification(Detector):
         self.schedule_key = re.compile(c.schedule_key_pattern, flags)
         self.detail_value = optional(c.detail_value_pattern)
         self.free_argument = re.compile(c.free_argument_pattern, flags)
+        self.change_window = optional(c.change_window_pattern)
+        self.creation_key = re.compile(c.creation_key_pattern, flags)
 
     def affirms(self, text: str) -> bool:
         """A user turn that agrees to what was proposed."""

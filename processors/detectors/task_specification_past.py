@@ -114,14 +114,21 @@ class PastWatch:
                 self.changes.append(HeldChange(ref, call, name, latest))
                 return
 
-    def past(self, instructions: str) -> list[tuple[HeldChange, str, str]]:
+    def past(self, instructions: str) -> list[tuple[StepRef, str, dict[str, Any]]]:
         """Each held change whose resource's latest date is before the instructions' current
-        day, with that day and the sentence that states it."""
+        day: (where, why, values)."""
         if self.now is None or not self.changes or not instructions:
             return []
         found = self.now.search(instructions[:100_000])
         day = _ISO_DATE.search(found.group(0)) if found else None
         if found is None or day is None:
             return []
-        today = day.group(0)
-        return [(held, today, found.group(0)) for held in self.changes if held.latest < today]
+        today, out = day.group(0), []
+        for gone in self.changes:
+            if gone.latest < today:
+                why = f"{gone.call} changes {gone.resource}, whose scheduled dates as last read "
+                why += f"end on {gone.latest}, before the current day the instructions state "
+                why += f"({today}): it has already taken place"
+                values = {"call": gone.call, "resource": gone.resource, "latest": gone.latest}
+                out.append((gone.ref, why, values | {"instruction": found.group(0)}))
+        return out

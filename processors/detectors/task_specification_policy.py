@@ -162,3 +162,18 @@ OFFER_REQUEST = (
     r"\b(compensat\w*|certificates?|vouchers?|coupons?|credit(?!\s*card)|discounts?|"
     r"reimburs\w*|refund\w*|money back|make (it|this|that) up|goodwill|gesture)\b"
 )
+
+# Instructions allowing a kind of change only within a time of the resource's creation ("can
+# be cancelled within 24 hours of booking"); "" turns the `change_outside_window` rule off.
+# Groups: `verb` (held by the tool names of such changes), `amount` and `unit`.
+CHANGE_WINDOW = (
+    r"\b(?:can|may)\s+(?:only\s+)?be\s+(?P<verb>cancel|refund|return|modif|chang|amend|delet)"
+    r"\w*\s+(?:\w+\s+){0,3}?within\s+(?P<amount>\d+)\s+(?P<unit>hours?|days?)\s+(?:of|after)\s+"
+    r"(?:the\s+)?(?:booking|purchase|order\w*|creation|reservation|sign-?up|placement|delivery)"
+)
+
+# Keys of a record whose value is its creation stamp.
+CREATION_KEY = (
+    r"^(?:created|creation|booked|purchased|ordered|placed|opened)(?:_?(?:at|on|date|time))?$|"
+    r"^(?:creation|booking|purchase|order)_(?:date|time)$"
+)

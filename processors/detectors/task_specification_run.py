@@ -23,6 +23,7 @@ from mast_otel.processors.detectors.task_specification_policy import (
 )
 from mast_otel.processors.detectors.task_specification_prerequisites import PrerequisiteWatch
 from mast_otel.processors.detectors.task_specification_refused import RefusalWatch
+from mast_otel.processors.detectors.task_specification_window import WindowWatch
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -78,6 +79,7 @@ class TaskSpecificationRun(DetectorRun):
         "tokens",
         "user_text",
         "user_turns",
+        "window",
     )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN, StepKind.HANDOFF})
 
@@ -120,6 +122,7 @@ class TaskSpecificationRun(DetectorRun):
         self.past = PastWatch(
             detector.current_time, detector.schedule_key, self.config.max_findings_per_run
         )
+        self.window = WindowWatch(detector, self.config.max_findings_per_run)
         self.details = DetailWatch(detector.detail_value, detector.free_argument)
         self.offers = OfferWatch(
             detector.offer if detector.no_proactive_offer else None, detector.offer_request
@@ -152,9 +155,11 @@ class TaskSpecificationRun(DetectorRun):
                 findings.extend(self._refused(step, run))
                 call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
                 self.past.change(run.ref(step), step.tool_name, call, step.tool_arguments)
+                self.window.change(run.ref(step), step, call)
             if not step.failed:
                 self.past.read(step.tool_name, step.tool_arguments, step.tool_result)
             if not mutating:
+                self.window.read(step)
                 self._escalation(step, run, action.kind is _ESCALATION)
                 self.details.looked_up(step.tool_arguments)
                 self.details.result(step.tool_result)
@@ -318,13 +323,10 @@ class TaskSpecificationRun(DetectorRun):
             values = {"call": change.call, "missing": lacking, "instruction": said}
             rule = "change_before_prerequisites"
             findings.extend(self._once(change.ref, rule, 0.7, why, values, run))
-        for gone, today, said in self.past.past(instructions):
-            why = f"{gone.call} changes {gone.resource}, whose scheduled dates as last read end "
-            why += f"on {gone.latest}, before the current day the instructions state ({today}): "
-            why += "it has already taken place"
-            values = {"call": gone.call, "resource": gone.resource, "latest": gone.latest}
-            values["instruction"] = said
-            findings.extend(self._once(gone.ref, "change_to_past_resource", 0.7, why, values, run))
+        for ref, why, values in self.past.past(instructions):
+            findings.extend(self._once(ref, "change_to_past_resource", 0.7, why, values, run))
+        for ref, why, values in self.window.outside(instructions):
+            findings.extend(self._once(ref, "change_outside_window", 0.7, why, values, run))
         if (
             policy.max_steps
             and self.steps > policy.max_steps
