@@ -26,7 +26,7 @@ from typing import Any
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amounts
-from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
+from mast_otel.processors.detectors.reasoning_claims import CLAIM_STOPWORDS, ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_groups import Groups
@@ -95,43 +95,7 @@ class ReasoningActionConfig:
         r"issued|deleted|created|closed)(?=\s*(?:[.(,;]|$)))"
     )
     # Words too common to tell one change from another ("your", "the", "reservation" stays).
-    claim_stopwords: list[str] = field(
-        default_factory=lambda: [
-            "the",
-            "a",
-            "an",
-            "your",
-            "my",
-            "our",
-            "all",
-            "and",
-            "also",
-            "one",
-            "two",
-            "three",
-            "it",
-            "this",
-            "that",
-            "these",
-            "those",
-            "has",
-            "have",
-            "been",
-            "now",
-            "successfully",
-            "additionally",
-            "new",
-            "same",
-            "both",
-            "each",
-            "i",
-            "we",
-            "you",
-            "for",
-            "to",
-            "of",
-        ]
-    )
+    claim_stopwords: list[str] = field(default_factory=lambda: list(CLAIM_STOPWORDS))
     # `inability_then_done`: the model says it is not able to look something up (the thing in
     # group `object`); a later result naming it belies that. "" turns the rule off.
     # ("provide" only of information: "I cannot provide a refund" refuses no look-up).
