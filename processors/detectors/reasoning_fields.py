@@ -104,8 +104,8 @@ class Fields:
                 if isinstance(now, str):
                     one.shown = norm(now)
             kept.append(one)
-        change = run.ref(step)
-        kept.extend(_Set(change, call, record, f, a, s) for f, a, s in fields)
+        ref = run.ref(step)
+        kept.extend(_Set(ref, call, record, f, a, s) for f, a, s in fields)
         self.pending = kept[-_MAX_PENDING:]
 
     def _learn(self, doc: Any) -> None:
