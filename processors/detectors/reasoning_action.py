@@ -12,7 +12,8 @@ and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 (reasoning_claims.py); `report_contradicts_result` (reasoning_report.py);
 `report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
 (reasoning_promise.py); `group_told_as_member` (reasoning_groups.py); `inability_then_done`
-(reasoning_inability.py). Their settings are this module's config class.
+(reasoning_inability.py); `refund_told_as_charge` (reasoning_sign.py). Their settings are
+this module's config class.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from typing import Any
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amounts
-from mast_otel.processors.detectors.reasoning_claims import ClaimRules, Claims
+from mast_otel.processors.detectors.reasoning_claims import CLAIM_STOPWORDS, ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_groups import Groups
 from mast_otel.processors.detectors.reasoning_inability import Inabilities, InabilityRules
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
+from mast_otel.processors.detectors.reasoning_sign import Refunds, SignRules
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -95,43 +97,7 @@ class ReasoningActionConfig:
         r"issued|deleted|created|closed)(?=\s*(?:[.(,;]|$)))"
     )
     # Words too common to tell one change from another ("your", "the", "reservation" stays).
-    claim_stopwords: list[str] = field(
-        default_factory=lambda: [
-            "the",
-            "a",
-            "an",
-            "your",
-            "my",
-            "our",
-            "all",
-            "and",
-            "also",
-            "one",
-            "two",
-            "three",
-            "it",
-            "this",
-            "that",
-            "these",
-            "those",
-            "has",
-            "have",
-            "been",
-            "now",
-            "successfully",
-            "additionally",
-            "new",
-            "same",
-            "both",
-            "each",
-            "i",
-            "we",
-            "you",
-            "for",
-            "to",
-            "of",
-        ]
-    )
+    claim_stopwords: list[str] = field(default_factory=lambda: list(CLAIM_STOPWORDS))
     # `inability_then_done`: the model says it is not able to look something up (the thing in
     # group `object`); a later result naming it belies that. "" turns the rule off.
     # ("provide" only of information: "I cannot provide a refund" refuses no look-up).
@@ -156,6 +122,18 @@ class ReasoningActionConfig:
     )
     # Records (by id) whose list items are remembered per run for that comparison.
     max_tracked_records: int = 256
+    # `refund_told_as_charge`: a sentence telling the user they pay an amount; compared with
+    # money going back (a calculation that came out negative, a negative payment line a
+    # change added). "" turns the rule off.
+    user_pays_pattern: str = (
+        r"\b(?:charged|additional (?:cost|charge|fee|payment|amount)|extra (?:cost|charge|fee)|"
+        r"costs? (?:you )?an? (?:additional|extra)|you (?:will|'ll) (?:need to )?pay|owe)\b"
+    )
+    # Words of money going back that make such a sentence no charge ("a credit card" is none).
+    money_back_pattern: str = (
+        r"\b(?:refund\w*|credit(?!\s+card)\w*|back|returned|reimburs\w*|sav(?:e|es|ed|ing|ings)|"
+        r"lower|less|cheaper|reduc\w*|decreas\w*|negative)\b"
+    )
     # `report_contradicts_change`: words telling a field took a value ("upgraded to", "set
     # to"); the value after "to" is compared with the field's value in the change's result.
     # "" turns that half of the rule off (the other compares the field's name and value).
@@ -192,6 +170,8 @@ class ReasoningActionConfig:
             "claim_modal_pattern",
             "expression_pattern",
             "charge_statement_pattern",
+            "user_pays_pattern",
+            "money_back_pattern",
             "changed_to_pattern",
             "inability_pattern",
         ):
@@ -232,6 +212,7 @@ class ReasoningAction(Detector):
         self.reports = ReportRules(self.config, self.classifier)
         self.fields = FieldRules(self.config)
         self.inability = InabilityRules(self.config)
+        self.sign = SignRules(self.config)
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -254,6 +235,7 @@ class _ReasoningRun(DetectorRun):
         "names",
         "promises",
         "reasoning",
+        "refunds",
         "reports",
         "unobserved",
     )
@@ -276,6 +258,7 @@ class _ReasoningRun(DetectorRun):
         self.promises = Promises(self.fields)
         self.groups = Groups(detector.amounts.value)
         self.inabilities = Inabilities(detector.inability)
+        self.refunds = Refunds(detector.sign)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -299,6 +282,7 @@ class _ReasoningRun(DetectorRun):
         findings: list[Finding] = []
         text = step.output_text
         findings.extend(self.reports.model(step, run, self._emit))
+        findings.extend(self.refunds.model(step, run, self._emit))
         findings.extend(self.fields.model(step, run, self._emit))
         findings.extend(self.groups.model(step, run, self._emit))
         self.amounts.model(step, run)
@@ -348,7 +332,7 @@ class _ReasoningRun(DetectorRun):
             findings.extend(
                 compare(reasoning, step, action.kind, action.targets, self.names, run, self._emit)
             )
-        self.reports.tool(step, action.kind, run)
+        self.refunds.tool(step, run, self.reports.tool(step, action.kind, run))
         self.groups.tool(step)
         acts = action.kind is _MUTATING or action.kind is _READ
         findings.extend(self.inabilities.tool(step, acts, run, self._emit))

@@ -17,6 +17,43 @@ from mast_otel.processors.run import Run
 
 _MAX_CHANGES = 50_000
 
+# The default of `claim_stopwords`.
+CLAIM_STOPWORDS = (
+    "the",
+    "a",
+    "an",
+    "your",
+    "my",
+    "our",
+    "all",
+    "and",
+    "also",
+    "one",
+    "two",
+    "three",
+    "it",
+    "this",
+    "that",
+    "these",
+    "those",
+    "has",
+    "have",
+    "been",
+    "now",
+    "successfully",
+    "additionally",
+    "new",
+    "same",
+    "both",
+    "each",
+    "i",
+    "we",
+    "you",
+    "for",
+    "to",
+    "of",
+)
+
 if TYPE_CHECKING:
     from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 

@@ -11,6 +11,11 @@
     beside such a value in a result's object: {"economy": 120, "business": 300}) that is not
     the one the result shows.
 
+Several changes may come before the model speaks (a new flight, then bags, on one record):
+each field set stays to be reported, and a later change of the same record (its argument
+named *id and the result repeating the same value) updates what the result shows; a later
+change that sets the same field again replaces it.
+
 Sentences about what would or will happen are no report (`_NOT_DONE`)."""
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ _NOT_DONE = re.compile(
     r"\b(will|would|can|could|once|if|when|should|might|unless)\b|\bmay\b(?!\s+\d)", re.IGNORECASE
 )
 _MAX_NODES = 2000
+# Fields set by the changes since the model last spoke, kept to be reported (a bound).
+_MAX_PENDING = 16
 
 if TYPE_CHECKING:
     from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
@@ -53,7 +60,7 @@ class FieldRules:
 
 class Fields:
     """One run's known values per field name, the key groups of results' objects, and the
-    fields the last successful change set: (change, call, [(field, asked, shown)])."""
+    fields the successful changes since the model last spoke set: [_Set]."""
 
     __slots__ = ("groups", "pending", "rules", "size", "values")
 
@@ -62,7 +69,7 @@ class Fields:
         self.values: dict[str, set[str]] = {}
         self.groups: set[frozenset[str]] = set()
         self.size = 0
-        self.pending: tuple[StepRef, str, list[tuple[str, str, str]]] | None = None
+        self.pending: list[_Set] = []
 
     def tool(self, step: Step, change: bool, run: Run) -> None:
         """Learn the fields' values of a call and its result; after a change, what it set."""
@@ -83,9 +90,23 @@ class Fields:
             if not re.search(r"[a-zA-Z]", asked):
                 continue
             fields.append((str(key), norm(asked), norm(shown)))
-        if fields:
-            call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
-            self.pending = (run.ref(step), call, fields)
+        if not fields:
+            return
+        call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
+        record = frozenset((f, a) for f, a, s in fields if a == s and f.lower().endswith("id"))
+        setting = {f for f, _, _ in fields}
+        kept = []
+        for one in self.pending:
+            if one.record & record:
+                if one.field in setting:
+                    continue
+                now = result.get(one.field)
+                if isinstance(now, str):
+                    one.shown = norm(now)
+            kept.append(one)
+        ref = run.ref(step)
+        kept.extend(_Set(ref, call, record, f, a, s) for f, a, s in fields)
+        self.pending = kept[-_MAX_PENDING:]
 
     def _learn(self, doc: Any) -> None:
         if doc is None or self.size >= self.rules.config.max_field_values:
@@ -117,16 +138,16 @@ class Fields:
     def model(self, step: Step, run: Run, emit: Emit) -> list[Finding]:
         """The model's first words after a change that set fields."""
         pending = self.pending
-        if pending is None or not step.output_text:
+        if not pending or not step.output_text:
             return []
-        self.pending = None
-        change, call, fields = pending
+        self.pending = []
         for sentence in SENTENCE.split(step.output_text[:8000]):
             if _NOT_DONE.search(sentence):
                 continue
             lowered = norm(sentence)
-            for field, asked, shown in fields:
-                told = self._told(lowered, field, asked, shown)
+            for one in pending:
+                change, call, field, shown = one.change, one.call, one.field, one.shown
+                told = self._told(lowered, field, one.asked, shown)
                 if told:
                     return emit(
                         step,
@@ -168,3 +189,27 @@ class Fields:
 def has(sentence: str, value: str) -> bool:
     """`value` (normalised) is in `sentence` as words of its own."""
     return bool(value) and re.search(rf"\b{re.escape(value)}\b", sentence) is not None
+
+
+class _Set:
+    """A field a change set: the change, its call as a finding quotes it, the record's ids
+    (the fields whose value the result repeats), the field, the value asked, the value the
+    record's latest result shows."""
+
+    __slots__ = ("asked", "call", "change", "field", "record", "shown")
+
+    def __init__(
+        self,
+        change: StepRef,
+        call: str,
+        record: frozenset[tuple[str, str]],
+        field: str,
+        asked: str,
+        shown: str,
+    ) -> None:
+        self.change = change
+        self.call = call
+        self.record = record
+        self.field = field
+        self.asked = asked
+        self.shown = shown

@@ -58,13 +58,15 @@ class Reports:
         self.records: dict[str, frozenset[str]] = {}
         self.pending: tuple[StepRef, str, str, frozenset[float]] | None = None
 
-    def tool(self, step: Step, kind: ActionKind, run: Run) -> None:
-        """Remember a record's list items; after a change, what it added to a record."""
+    def tool(self, step: Step, kind: ActionKind, run: Run) -> frozenset[float]:
+        """Remember a record's list items; after a change, what it added to a record. Returns
+        the negative amounts (money going back) of the items a change added, as positive."""
+        back: frozenset[float] = frozenset()
         if self.rules.charge is None or step.failed:
-            return
+            return back
         asked = record_asked_for(self.rules.classifier, step)
         if asked is None:
-            return
+            return back
         record, ids = asked
         items = list_items(record)
         for one in sorted(ids):
@@ -80,8 +82,15 @@ class Reports:
                 if found:
                     call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
                     self.pending = (run.ref(step), call, one, found)
+                back |= {
+                    round(-float(v), 2)
+                    for item in added
+                    for v in item.values()
+                    if isinstance(v, int | float) and not isinstance(v, bool) and v < 0
+                }
             if before is not None or len(self.records) < self.rules.config.max_tracked_records:
                 self.records[one] = items
+        return back
 
     def model(self, step: Step, run: Run, emit: Emit) -> list[Finding]:
         """The model's first words after a change that added items to a record."""

@@ -41,6 +41,47 @@ def test_fm26_a_report_matching_the_result_or_not_naming_the_field_is_silent():
     assert _ticket("If approved, the priority would be urgent.") == []
 
 
+def _two_changes(
+    said: str, second: str = "add_ticket_tag", fixed: bool = False, first: str = "normal"
+) -> list[str]:
+    """A ticketing agent makes two changes before it reports: the priority, then a tag on the
+    same ticket (or a second priority change, or a change to another ticket)."""
+    run = RunBuilder(agent="helpdesk")
+    run.llm(input_text="Escalate T-31 and tag it payroll.", calls=("get_ticket",))
+    run.tool("get_ticket", {"ticket_id": "T-31"}, _TICKET)
+    run.llm(input_text="Escalate T-31.", calls=("update_ticket",))
+    first_result = _TICKET.replace('"normal"', f'"{first}"')
+    run.tool("update_ticket", {"ticket_id": "T-31", "priority": "urgent"}, first_result)
+    run.llm(input_text="Escalate T-31.", calls=(second,))
+    if second == "add_ticket_tag":
+        run.tool(second, {"ticket_id": "T-31", "tag": "payroll"}, _TICKET)
+    elif second == "update_ticket":
+        shown = "urgent" if fixed else "normal"
+        result = _TICKET.replace('"normal"', f'"{shown}"')
+        run.tool(second, {"ticket_id": "T-31", "priority": "urgent"}, result)
+    else:
+        other = '{"ticket_id": "T-32", "priority": "low", "assignee": "ana", "status": "open"}'
+        run.tool(second, {"ticket_id": "T-32", "assignee": "ana"}, other)
+    run.llm(input_text="Escalate T-31.", output=said)
+    return [f.rule for f in analyse([*run.steps, run.root()])[0] if f.mode == "FM-2.6"]
+
+
+def test_fm26_a_report_after_two_changes_still_compares_the_first_changes_field():
+    said = "Done: T-31 priority is now Urgent and it is tagged payroll."
+    assert _two_changes(said) == ["report_contradicts_change"]
+    assert _two_changes(said, second="update_ticket") == ["report_contradicts_change"]
+
+
+def test_fm26_a_later_change_that_took_effect_or_was_on_another_record_is_silent():
+    # the second change set the priority again and its result shows it
+    said = "Done: T-31 priority is now Urgent."
+    assert _two_changes(said, second="update_ticket", fixed=True) == []
+    # the report tells what the result shows
+    assert _two_changes("Done: T-31 priority stays normal; tagged payroll.") == []
+    # the first change took effect; the second, on T-32, shows T-32's own priority
+    assert _two_changes(said, second="assign_ticket", first="urgent") == []
+
+
 def _plan(said: str, asked: str = "pro", config: DetectorsConfig | None = None) -> list[str]:
     """A subscription agent: the values a tier may take are the keys of the price list."""
     run = RunBuilder(agent="billing")
@@ -77,6 +118,13 @@ def test_fm26_real_runs_report_a_cabin_the_update_result_does_not_show():
         found = [f for f in tau_findings(index, "FM-2.6") if f.rule == "report_contradicts_change"]
         assert [f.evidence["told"] for f in found] == [told]
         assert "update_reservation_flights" in found[0].message
+    # Run 55 upgrades FQ8APE (the result still shows basic_economy), then adds bags to it,
+    # and reports "Upgraded to economy class" (labelled FM-2.6 at message 24): the bags'
+    # change between does not hide the cabin's.
+    found = [f for f in tau_findings(55, "FM-2.6") if f.rule == "report_contradicts_change"]
+    assert [(f.evidence["told"], f.evidence["shown"]) for f in found] == [
+        ("economy", "basic economy")
+    ]
     # Run 20 changes flights in the same cabin and reports them: silent.
     assert [f for f in tau_findings(20, "FM-2.6") if f.rule == "report_contradicts_change"] == []
 
