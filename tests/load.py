@@ -215,7 +215,10 @@ def wait_until_idle(collector: CollectorProcess, timeout_s: float = 60.0) -> dic
     deadline = time.monotonic() + timeout_s
     health: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        health = collector.health()
+        try:
+            health = collector.health()
+        except TimeoutError:
+            continue  # a machine busier than the collector's threads: ask again, to the deadline
         durability = health.get("durability", {})
         if (
             health["queue_items"] == 0
