@@ -19,6 +19,7 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
+from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
@@ -26,14 +27,14 @@ from mast_otel.processors.run import Run
 if TYPE_CHECKING:
     from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
+_NEUTRAL = ActionKind.NEUTRAL
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 # An identifier in the error: letters and digits together (HAT030, SLOT-12, INC4411).
 _IDENT = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z][\w-]{2,}\b", re.IGNORECASE)
-_MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august")
+_MONTHS += ("september", "october", "november", "december")
 # The agent saying an error's date is past: `past_error_excuse_pattern`'s default.
 DEFAULT_PAST_ERROR_EXCUSE = (
     r"\b(?:past|passed|already|departed|flown|earlier|previous|expired|elapsed|ago|gone)\b"
@@ -68,13 +69,21 @@ class PastErrors:
                 if dates:
                     call = f"{step.tool_name}({short(step.tool_arguments, 160)})"
                     self.pending = (run.ref(step), call, result, dates)
+            elif self.pending is not None:
+                # A call that worked since (a scratchpad aside): the next words may be of it.
+                kind = self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+                if kind is not _NEUTRAL:
+                    self.pending = None
         elif step.kind is _LLM and step.output_text and self.pending is not None:
             call_ref, call, error, dates = self.pending
             self.pending = None
             text = step.output_text[:4_000]
-            if len(self.candidates) < _MAX_CANDIDATES and _names_subject(text, error, dates):
-                if not self.excuse.search(text):
-                    self.candidates.append((call_ref, call, error, dates, run.ref(step), text))
+            if (
+                len(self.candidates) < _MAX_CANDIDATES
+                and _names_subject(text, error, dates)
+                and not self.excuse.search(text)
+            ):
+                self.candidates.append((call_ref, call, error, dates, run.ref(step), text))
 
     def close(self, run: Run) -> list[Finding]:
         detector = self.detector
