@@ -33,8 +33,8 @@ _TOOL = StepKind.TOOL
 _DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 # An identifier in the error: letters and digits together (HAT030, SLOT-12, INC4411).
 _IDENT = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z][\w-]{2,}\b", re.IGNORECASE)
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august")
-_MONTHS += ("september", "october", "november", "december")
+_MONTHS: tuple[str, ...] = ("january", "february", "march", "april", "may", "june", "july")
+_MONTHS += ("august", "september", "october", "november", "december")
 # The agent saying an error's date is past: `past_error_excuse_pattern`'s default.
 DEFAULT_PAST_ERROR_EXCUSE = (
     r"\b(?:past|passed|already|departed|flown|earlier|previous|expired|elapsed|ago|gone)\b"
