@@ -28,6 +28,8 @@ Figures and windows the agent concluded (incorrect_verification_figures.py, _win
 - `amount_does_not_cover`: the agent says an amount covers a larger one;
 - `window_claim_contradicts_record`: the agent says a record is within an N-hour or N-day
   window that the record's own date, read by id, says it has left.
+- `past_error_misread` (incorrect_verification_past.py): an error about a date already past
+  told to the user as another reason (unavailable).
 - `user_word_over_record` (incorrect_verification_given.py): the agent repeats the user's
   description of a field ("as a Gold member") that the record it read gives another value.
 The per-run conclusions live in incorrect_verification_rules.py.
@@ -44,6 +46,10 @@ from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
 from mast_otel.processors.detectors.incorrect_verification_given import UserWords
+from mast_otel.processors.detectors.incorrect_verification_past import (
+    DEFAULT_PAST_ERROR_EXCUSE,
+    PastErrors,
+)
 from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
 from mast_otel.processors.detectors.incorrect_verification_window import WindowClaims
 from mast_otel.processors.detectors.missing_verification import (
@@ -135,6 +141,9 @@ class IncorrectVerificationConfig:
         r"check|confirm)\b|n't\b"
     )
 
+    # The agent saying an error's date is past (`past_error_misread` stays silent); "" turns
+    # the rule off.
+    past_error_excuse_pattern: str = DEFAULT_PAST_ERROR_EXCUSE
     # Report the agent reasoning from the user's value of a field ("since you are a Gold
     # member") that the record it read gives another (`user_word_over_record`).
     check_user_words: bool = True
@@ -144,31 +153,15 @@ class IncorrectVerificationConfig:
         for key in ("max_tracked_records", "past_window_days", "max_findings_per_run"):
             if getattr(self, key) < 1:
                 raise ValueError(f"detectors.incorrect_verification.{key} must be >= 1")
-        if self.current_date_pattern:
-            try:
-                groups = re.compile(self.current_date_pattern).groups
-            except re.error as exc:
-                raise ValueError(
-                    f"detectors.incorrect_verification.current_date_pattern: invalid regular "
-                    f"expression ({exc})"
-                ) from exc
-            if groups < 1:
-                raise ValueError(
-                    "detectors.incorrect_verification.current_date_pattern needs a group: the date"
-                )
-        if self.window_claim_pattern:
-            try:
-                groups = re.compile(self.window_claim_pattern).groups
-            except re.error as exc:
-                raise ValueError(
-                    f"detectors.incorrect_verification.window_claim_pattern: invalid regular "
-                    f"expression ({exc})"
-                ) from exc
-            if groups < 2:
-                raise ValueError(
-                    "detectors.incorrect_verification.window_claim_pattern needs two groups: "
-                    "the number and the unit"
-                )
+        if self.current_date_pattern and _groups("current_date_pattern", self) < 1:
+            raise ValueError(
+                "detectors.incorrect_verification.current_date_pattern needs a group: the date"
+            )
+        if self.window_claim_pattern and _groups("window_claim_pattern", self) < 2:
+            raise ValueError(
+                "detectors.incorrect_verification.window_claim_pattern needs two groups: "
+                "the number and the unit"
+            )
         patterns = [
             ("failure_result_pattern", self.failure_result_pattern),
             ("success_statement_pattern", self.success_statement_pattern),
@@ -177,6 +170,7 @@ class IncorrectVerificationConfig:
             ("covers_negation_pattern", self.covers_negation_pattern),
             ("window_claim_pattern", self.window_claim_pattern),
             ("window_negation_pattern", self.window_negation_pattern),
+            ("past_error_excuse_pattern", self.past_error_excuse_pattern),
             *(("identity_patterns", p) for p in self.identity_patterns),
         ]
         for name, pattern in patterns:
@@ -186,6 +180,16 @@ class IncorrectVerificationConfig:
                 raise ValueError(
                     f"detectors.incorrect_verification.{name}: invalid regular expression ({exc})"
                 ) from exc
+
+
+def _groups(key: str, config: IncorrectVerificationConfig) -> int:
+    """The number of groups of the regular expression under `key`, or a ValueError naming it."""
+    try:
+        return re.compile(getattr(config, key)).groups
+    except re.error as exc:
+        raise ValueError(
+            f"detectors.incorrect_verification.{key}: invalid regular expression ({exc})"
+        ) from exc
 
 
 class IncorrectVerification(Detector):
@@ -239,12 +243,11 @@ class IncorrectVerification(Detector):
 
 
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("conclusions", "config", "detector", "figures", "given", "ledger", "windows")
+    __slots__ = ("conclusions", "detector", "figures", "given", "ledger", "past", "windows")
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
         self.detector = detector
-        self.config = detector.config
         self.ledger = (
             ledger
             if ledger is not None
@@ -253,12 +256,18 @@ class _IncorrectVerificationRun(DetectorRun):
         self.conclusions = Conclusions(detector)
         self.figures = FigureChecks(detector)
         self.windows = WindowClaims(detector)
-        self.given = UserWords(detector) if self.config.check_user_words else None
+        self.past = PastErrors(detector)
+        self.given = UserWords(detector) if detector.config.check_user_words else None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
             self.ledger.observe(step, run)
+        return self._conclude(step, run)
+
+    def _conclude(self, step: Step, run: Run) -> list[Finding]:
+        """Every rule but the ledger's, on one step."""
         self.windows.observe(step, run)
+        self.past.observe(step, run)
         given = self.given.observe(step, run) if self.given is not None else []
         return [*self.conclusions.observe(step, run), *self.figures.observe(step, run), *given]
 
@@ -267,6 +276,7 @@ class _IncorrectVerificationRun(DetectorRun):
             *self.conclusions.close(run),
             *self.figures.close(run),
             *self.windows.close(run),
+            *self.past.close(run),
             *self._claims(run),
         ]
 
@@ -332,7 +342,7 @@ class _IncorrectVerificationRun(DetectorRun):
         )
         early = (
             change is not None
-            and (check.start_ns - change.end_ns) / 1e9 < self.config.min_settle_seconds
+            and (check.start_ns - change.end_ns) / 1e9 < self.detector.config.min_settle_seconds
         )
         evidence = [s for s in (change, check, answer) if s is not None]
         if early:
@@ -349,7 +359,7 @@ class _IncorrectVerificationRun(DetectorRun):
                 evidence=evidence,
                 values={
                     "seconds_after_change": round(delay, 3),
-                    "settle_seconds": self.config.min_settle_seconds,
+                    "settle_seconds": self.detector.config.min_settle_seconds,
                     "check_result": short(check_result),
                     "claim": claim,
                 },
@@ -374,11 +384,7 @@ class _SharedLedgerRun(_IncorrectVerificationRun):
 
     __slots__ = ()
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
-
-    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        self.windows.observe(step, run)
-        given = self.given.observe(step, run) if self.given is not None else []
-        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run), *given]
+    on_step = _IncorrectVerificationRun._conclude
 
 
 FACTORY = DetectorFactory(

@@ -12,8 +12,9 @@ and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 (reasoning_claims.py); `report_contradicts_result` (reasoning_report.py);
 `report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
 (reasoning_promise.py); `group_told_as_member` (reasoning_groups.py); `inability_then_done`
-(reasoning_inability.py); `refund_told_as_charge` (reasoning_sign.py). Their settings are
-this module's config class.
+(reasoning_inability.py); `refund_told_as_charge` (reasoning_sign.py);
+`told_other_than_calculated` (reasoning_calculation.py). Their settings are this module's
+config class.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
 from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amounts
+from mast_otel.processors.detectors.reasoning_calculation import CalculationRules, Calculations
 from mast_otel.processors.detectors.reasoning_claims import CLAIM_STOPWORDS, ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
@@ -149,6 +151,9 @@ class ReasoningActionConfig:
     max_field_values: int = 2048
     # A call argument that is a calculation; "" turns `unsupported_operand` off.
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
+    # Report a figure told beside a calculation's operands that is not what it returned
+    # (`told_other_than_calculated`).
+    check_calculations: bool = True
     # Whole numbers up to this may appear in a calculation unsupported (counts, multipliers).
     small_integer_max: int = 12
     # `unsupported_value`: a source (a tool result, a message) with more values than this
@@ -213,6 +218,7 @@ class ReasoningAction(Detector):
         self.fields = FieldRules(self.config)
         self.inability = InabilityRules(self.config)
         self.sign = SignRules(self.config)
+        self.calculation = CalculationRules(self.config)
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -225,6 +231,7 @@ class ReasoningAction(Detector):
 class _ReasoningRun(DetectorRun):
     __slots__ = (
         "amounts",
+        "calculations",
         "claims",
         "config",
         "detector",
@@ -259,6 +266,7 @@ class _ReasoningRun(DetectorRun):
         self.groups = Groups(detector.amounts.value)
         self.inabilities = Inabilities(detector.inability)
         self.refunds = Refunds(detector.sign)
+        self.calculations = Calculations(detector.calculation)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -283,6 +291,7 @@ class _ReasoningRun(DetectorRun):
         text = step.output_text
         findings.extend(self.reports.model(step, run, self._emit))
         findings.extend(self.refunds.model(step, run, self._emit))
+        findings.extend(self.calculations.model(step, run, self._emit))
         findings.extend(self.fields.model(step, run, self._emit))
         findings.extend(self.groups.model(step, run, self._emit))
         self.amounts.model(step, run)
@@ -334,6 +343,7 @@ class _ReasoningRun(DetectorRun):
             )
         self.refunds.tool(step, run, self.reports.tool(step, action.kind, run))
         self.groups.tool(step)
+        self.calculations.tool(step, run)
         acts = action.kind is _MUTATING or action.kind is _READ
         findings.extend(self.inabilities.tool(step, acts, run, self._emit))
         findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
