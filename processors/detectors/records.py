@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.model import Step
 
 
@@ -15,17 +15,14 @@ def record_asked_for(
 ) -> tuple[dict[str, Any], frozenset[str]] | None:
     """The JSON object a call's result holds, with the ids of the call's arguments that the
     object itself holds as a value (the record was asked for by those ids); None when the
-    result is no object or holds none of them."""
-    text = step.tool_result.strip()
-    if not text.startswith("{"):
+    result is no object or holds none of them. The record is shared with the other readers
+    of the step: it is only read."""
+    if not step.tool_result.lstrip().startswith("{"):
         return None
     ids = classifier.identifiers(step.tool_arguments)
     if not ids:
         return None
-    try:
-        record = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    record = json_doc(step.tool_result)
     if not isinstance(record, dict):
         return None
     held = {
