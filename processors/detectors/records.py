@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from mast_otel.processors.classify import ActionClassifier
@@ -17,12 +18,20 @@ def record_asked_for(
     object itself holds as a value (the record was asked for by those ids); None when the
     result is no object or holds none of them. The record is shared with the other readers
     of the step: it is only read."""
-    if not step.tool_result.lstrip().startswith("{"):
+    return _asked(classifier, step.tool_arguments, step.tool_result)
+
+
+# Four detectors ask for the same step's record: the last few are kept.
+@lru_cache(maxsize=16)
+def _asked(
+    classifier: ActionClassifier, arguments: str, result: str
+) -> tuple[dict[str, Any], frozenset[str]] | None:
+    if not result.lstrip().startswith("{"):
         return None
-    ids = classifier.identifiers(step.tool_arguments)
+    ids = classifier.identifiers(arguments)
     if not ids:
         return None
-    record = json_doc(step.tool_result)
+    record = json_doc(result)
     if not isinstance(record, dict):
         return None
     held = {
