@@ -162,7 +162,9 @@ class Amounts:
         if len(done) == len(source):
             return
         self.derived_from = [*self.derived_from[-(_SOURCES_KEPT - 1) :], source]
-        if not done:
+        if len(done) * 4 <= len(source):
+            # Little of it paired already: all its pairs, shared with the runs that saw the
+            # same values (those of `done` are in `derived` already, so nothing changes).
             self.derived |= _pairs(source)
             return
         values = sorted(found)
