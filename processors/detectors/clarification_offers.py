@@ -27,7 +27,7 @@ DIGITS = re.compile(r"\d{4,}")
 def tokens(text: str) -> frozenset[str]:
     """Lower-cased tokens of a text (ids kept whole: "credit_card_7815826"), and its runs of
     four or more digits ("ending in 7815")."""
-    return frozenset({t.lower() for t in _TOKEN.findall(text)} | set(DIGITS.findall(text)))
+    return frozenset(map(str.lower, _TOKEN.findall(text))).union(DIGITS.findall(text))
 
 
 @lru_cache(maxsize=16)
@@ -128,7 +128,13 @@ def sentence_words(text: str) -> list[tuple[str, set[str]]]:
 @lru_cache(maxsize=64)
 def kind_words(kind: str) -> tuple[str, ...]:
     """The words of an offer's kind (`gift_card` gives gift, card), stemmed."""
-    return tuple(_stem(w) for w in _WORD.findall(kind.lower()))
+    # `_stem`, inline: this runs over every message.
+    return tuple(
+        [
+            w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
+            for w in _WORD.findall(kind.lower())
+        ]
+    )
 
 
 def kind_of(choice: re.Pattern[str] | None, value: str) -> str:
