@@ -13,6 +13,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from mast_otel.processors.classify import ActionClassifier
@@ -154,9 +155,17 @@ def short(text: str, limit: int = 160) -> str:
 
 
 def json_doc(text: str) -> Any:
-    """`text` parsed if it is a JSON object or list (a tool's result or arguments), else None."""
+    """`text` parsed if it is a JSON object or list (a tool's result or arguments), else None.
+
+    Several detectors read the same step's result: it is parsed once, and the parse of the
+    last few texts is shared. Callers only read what this returns, never change it."""
     if not text or text.lstrip()[:1] not in ("{", "["):
         return None
+    return _parsed(text)
+
+
+@lru_cache(maxsize=16)
+def _parsed(text: str) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 from mast_otel.processors import conventions
@@ -17,19 +18,32 @@ _TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]", re.IGNORECASE)
 DIGITS = re.compile(r"\d{4,}")
 
 
-def tokens(text: str) -> set[str]:
+# What several detectors read of the same texts (a user's message is the input of every
+# model call until the next; FM-1.1 and FM-2.2 both read each result's offers) is computed
+# once per text and shared, immutable, for the last few texts.
+
+
+@lru_cache(maxsize=64)
+def tokens(text: str) -> frozenset[str]:
     """Lower-cased tokens of a text (ids kept whole: "credit_card_7815826"), and its runs of
     four or more digits ("ending in 7815")."""
-    return {t.lower() for t in _TOKEN.findall(text)} | set(DIGITS.findall(text))
+    return frozenset(map(str.lower, _TOKEN.findall(text))).union(DIGITS.findall(text))
 
 
-def objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[str]]]:
+@lru_cache(maxsize=16)
+def offers_in(text: str, choice: re.Pattern[str]) -> tuple[tuple[str, str], ...]:
+    """(kind, identifier) of every identifier (`choice`) in a text, lower-cased."""
+    return tuple((m.group("kind").lower(), m.group().lower()) for m in choice.finditer(text))
+
+
+@lru_cache(maxsize=16)
+def objects_holding(text: str, choice: re.Pattern[str]) -> tuple[tuple[str, frozenset[str]], ...]:
     """For a JSON result: each identifier that is a value of an object, with the object's
     other scalar values (lower-cased, three characters or more)."""
     doc = json_doc(text)
     if doc is None:
-        return []
-    out: list[tuple[str, set[str]]] = []
+        return ()
+    out: list[tuple[str, frozenset[str]]] = []
     todo = [doc]
     while todo and len(out) < 1000:
         node = todo.pop()
@@ -43,9 +57,10 @@ def objects_holding(text: str, choice: re.Pattern[str]) -> list[tuple[str, set[s
             ]
             for value in scalars:
                 if choice.fullmatch(value):
-                    out.append((value, {s for s in scalars if s != value and len(s) >= 3}))
+                    others = frozenset({s for s in scalars if s != value and len(s) >= 3})
+                    out.append((value, others))
             todo.extend(v for v in node.values() if isinstance(v, dict | list))
-    return out
+    return tuple(out)
 
 
 def keyed_side_by_side(text: str, choice: re.Pattern[str]) -> list[set[str]]:
@@ -110,9 +125,16 @@ def sentence_words(text: str) -> list[tuple[str, set[str]]]:
     return out
 
 
+@lru_cache(maxsize=64)
 def kind_words(kind: str) -> tuple[str, ...]:
     """The words of an offer's kind (`gift_card` gives gift, card), stemmed."""
-    return tuple(_stem(w) for w in _WORD.findall(kind.lower()))
+    # `_stem`, inline: this runs over every message.
+    return tuple(
+        [
+            w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
+            for w in _WORD.findall(kind.lower())
+        ]
+    )
 
 
 def kind_of(choice: re.Pattern[str] | None, value: str) -> str:
@@ -144,13 +166,22 @@ def allowed_kinds(instructions: str, tool_name: str, argument: str, kinds: set[s
     thing = _stem(words[-1])
     wanted = {kind: kind_words(kind) for kind in kinds}
     allowed: set[str] = set()
-    for sentence in _SENTENCE_END.split(instructions[:100_000]):
-        said = {_stem(w) for w in _WORD.findall(sentence.lower())}
+    for said in _sentence_stems(instructions):
         if thing not in said or not subject <= said:
             continue
         named = {kind for kind, parts in wanted.items() if parts and all(p in said for p in parts)}
         allowed |= named
     return allowed
+
+
+@lru_cache(maxsize=8)
+def _sentence_stems(instructions: str) -> tuple[frozenset[str], ...]:
+    """The stemmed words of each sentence of a run's instructions (the same for every change
+    a run makes, and for the runs of one deployment)."""
+    return tuple(
+        frozenset({_stem(w) for w in _WORD.findall(sentence.lower())})
+        for sentence in _SENTENCE_END.split(instructions[:100_000])
+    )
 
 
 def named_by_alias(
@@ -179,8 +210,8 @@ def learn_offers(
     object (`siblings`). Nothing past `limit` kinds or siblings."""
     if len(offered) >= limit:
         return
-    for match in choice.finditer(result[:100_000]):
-        offered.setdefault(match.group("kind").lower(), set()).add(match.group().lower())
+    for kind, value in offers_in(result[:100_000], choice):
+        offered.setdefault(kind, set()).add(value)
     for value, others in objects_holding(result[:100_000], choice):
         aliases.setdefault(value, set()).update(others)
     if keyed:

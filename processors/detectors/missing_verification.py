@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from mast_otel.processors.classify import ActionKind
@@ -197,6 +198,14 @@ class MissingVerification(Detector):
 
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.@:/-]*[a-z0-9]|[a-z0-9]")
+
+
+@lru_cache(maxsize=16)
+def _words_of(result: str) -> tuple[str, ...]:
+    """A result's words, each once, in order (a result repeated across runs: read once)."""
+    return tuple(dict.fromkeys(_WORD.findall(result.lower())))
+
+
 _MUTATING = ActionKind.MUTATING
 _READ = ActionKind.READ
 _TOOL = StepKind.TOOL
@@ -265,11 +274,14 @@ class _MissingVerificationRun(DetectorRun):
         if not step.failed:
             if action.kind is _READ:
                 self._remember(classifier.identifiers(step.tool_arguments))
-            self._remember(_WORD.findall(step.tool_result.lower()))
+            self._remember(_words_of(step.tool_result))
         return ()
 
-    def _remember(self, words: Iterable[str]) -> None:
+    def _remember(self, words: Collection[str]) -> None:
         room = self.config.max_remembered_words - len(self.shown)
+        if len(words) <= room:
+            self.shown.update(words)  # every new one fits
+            return
         for word in words:
             if room <= 0:
                 return

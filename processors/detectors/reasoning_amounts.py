@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations, product
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,23 @@ class Told:
     said: str
     # For an operand of a calculation: the call's tool name (else "").
     tool: str = ""
+
+
+@lru_cache(maxsize=16)
+def _pairs(source: frozenset[float]) -> frozenset[float]:
+    """The sums and differences of every two values of a source, as `Amounts._derive` makes
+    them (a result repeated across runs is paired once: the last few are kept)."""
+    values = sorted(source)
+    if values and values[-1] < _EXACT_CENTS:
+        cents = [round(v * 100) for v in values]
+        pairs = list(combinations(cents, 2))
+        return frozenset([(a + b) / 100 for a, b in pairs] + [abs(b - a) / 100 for a, b in pairs])
+    out = set()
+    for i, a in enumerate(values):
+        for b in values[i + 1 :]:
+            out.add(round(a + b, 2))
+            out.add(round(b - a, 2))
+    return frozenset(out)
 
 
 class AmountRules:
@@ -134,7 +152,7 @@ class Amounts:
             self.seen = None  # past the bound: the rule stops for this run
             self.told.clear()
 
-    def _derive(self, found: set[float]) -> None:
+    def _derive(self, found: frozenset[float]) -> None:
         """The sums and differences of two values of one source (past
         `max_source_values` values a source gives none: its pairs would support anything)."""
         if len(found) > self.config.max_source_values:
@@ -144,6 +162,11 @@ class Amounts:
         if len(done) == len(source):
             return
         self.derived_from = [*self.derived_from[-(_SOURCES_KEPT - 1) :], source]
+        if len(done) * 4 <= len(source):
+            # Little of it paired already: all its pairs, shared with the runs that saw the
+            # same values (those of `done` are in `derived` already, so nothing changes).
+            self.derived |= _pairs(source)
+            return
         values = sorted(found)
         if values and values[-1] < _EXACT_CENTS:
             # Values are read to the cent (`numbers`): in whole cents the sums and differences

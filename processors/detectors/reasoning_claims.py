@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
@@ -57,6 +58,15 @@ CLAIM_STOPWORDS = (
 if TYPE_CHECKING:
     from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
+# Every match of the default `claimed_action_pattern` holds one of its verbs (the same
+# letters, under the same IGNORECASE): a model output with none skips that pattern, whose
+# leading words are tried at every position. A configured pattern always runs.
+_DEFAULT_VERBS = re.compile(
+    r"added|removed|cancel|booked|sent|issued|deleted|created|closed|restarted|deployed|"
+    r"merged|submitted|scheduled|assigned|waived",
+    re.IGNORECASE,
+)
+
 
 class ClaimRules:
     """The rule's patterns and words, compiled once per detector."""
@@ -67,6 +77,8 @@ class ClaimRules:
             if config.claimed_action_pattern
             else None
         )
+        default = next(f.default for f in fields(config) if f.name == "claimed_action_pattern")
+        self.verbs = _DEFAULT_VERBS if config.claimed_action_pattern == default else None
         self.stopwords = frozenset(w.lower() for w in config.claim_stopwords)
         self.condition = re.compile(config.claim_condition_pattern, re.IGNORECASE)
         self.modal = re.compile(config.claim_modal_pattern, re.IGNORECASE)
@@ -92,6 +104,8 @@ class Claims:
         if pattern is None or not step.output_text:
             return []
         text = step.output_text
+        if self.rules.verbs is not None and not self.rules.verbs.search(text):
+            return []
         for match in pattern.finditer(text):
             verb = (
                 match.group("verb")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.model import Finding, Step, StepRef
@@ -23,15 +24,18 @@ _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}\b)")
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-def numbers(text: str) -> set[float]:
-    """Every number in `text`, as a value: "1,234.50" and "1234.5" are the same."""
+@lru_cache(maxsize=64)
+def numbers(text: str) -> frozenset[float]:
+    """Every number in `text`, as a value: "1,234.50" and "1234.5" are the same. The same
+    text is read by several rules (a model's answer, a result seen by many runs): the last
+    few are kept."""
     out = set()
     for match in _NUMBER.finditer(_DIGIT_COMMA.sub("", text)):
         try:
             out.add(round(float(match.group().replace(",", "")), 2))
         except ValueError:
             continue
-    return out
+    return frozenset(out)
 
 
 def list_totals(text: str) -> set[float]:

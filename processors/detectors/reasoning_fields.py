@@ -21,6 +21,7 @@ Sentences about what would or will happen are no report (`_NOT_DONE`)."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mast_otel.processors.detectors.base import json_doc, short
@@ -29,6 +30,7 @@ from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
 _WORD = re.compile(r"[a-z]{3,}")
+_SEPARATORS = re.compile(r"[\s_\-]+")
 # A sentence about what is still to happen or might ("May 19" is a date, not a maybe).
 _NOT_DONE = re.compile(
     r"\b(will|would|can|could|once|if|when|should|might|unless)\b|\bmay\b(?!\s+\d)", re.IGNORECASE
@@ -43,7 +45,11 @@ if TYPE_CHECKING:
 
 def norm(value: str) -> str:
     """A field's value as a sentence writes it: "basic_economy" is "basic economy"."""
-    return " ".join(re.split(r"[\s_\-]+", value.strip().lower()))
+    return " ".join(_SEPARATORS.split(value.strip().lower()))
+
+
+# A result's keys and short values recur across results and runs: normalized once.
+_norm_short = lru_cache(maxsize=4096)(norm)
 
 
 class FieldRules:
@@ -120,12 +126,13 @@ class Fields:
                 todo.extend(node[:256])
             elif isinstance(node, dict):
                 if 2 <= len(node) <= 16:
-                    self.groups.add(frozenset(norm(str(k)) for k in node))
+                    self.groups.add(frozenset([_norm_short(str(k)) for k in node]))
                 for key, value in node.items():
                     if isinstance(value, str) and 0 < len(value) <= limit:
                         known = self.values.setdefault(str(key), set())
-                        if norm(value) not in known:
-                            known.add(norm(value))
+                        normed = _norm_short(value)
+                        if normed not in known:
+                            known.add(normed)
                             self.size += 1
                     elif isinstance(value, dict | list):
                         todo.append(value)

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import json
+from functools import lru_cache
 from typing import Any
 
 from mast_otel.processors.classify import ActionClassifier
+from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.model import Step
 
 
@@ -15,17 +16,22 @@ def record_asked_for(
 ) -> tuple[dict[str, Any], frozenset[str]] | None:
     """The JSON object a call's result holds, with the ids of the call's arguments that the
     object itself holds as a value (the record was asked for by those ids); None when the
-    result is no object or holds none of them."""
-    text = step.tool_result.strip()
-    if not text.startswith("{"):
+    result is no object or holds none of them. The record is shared with the other readers
+    of the step: it is only read."""
+    return _asked(classifier, step.tool_arguments, step.tool_result)
+
+
+# Four detectors ask for the same step's record: the last few are kept.
+@lru_cache(maxsize=16)
+def _asked(
+    classifier: ActionClassifier, arguments: str, result: str
+) -> tuple[dict[str, Any], frozenset[str]] | None:
+    if not result.lstrip().startswith("{"):
         return None
-    ids = classifier.identifiers(step.tool_arguments)
+    ids = classifier.identifiers(arguments)
     if not ids:
         return None
-    try:
-        record = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    record = json_doc(result)
     if not isinstance(record, dict):
         return None
     held = {

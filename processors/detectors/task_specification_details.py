@@ -21,6 +21,7 @@ from mast_otel.processors.detectors.clarification_offers import (
     kind_of,
     kind_words,
     objects_holding,
+    offers_in,
     string_arguments,
     tokens,
 )
@@ -60,9 +61,8 @@ class DetailWatch:
         choice = self.choice
         if choice is None or not text or len(self.aliases) >= MAX_WORDS:
             return
-        for match in choice.finditer(text[:100_000]):
-            kind = match.group("kind").lower()
-            self.offered.setdefault(kind, set()).add(match.group().lower())
+        for kind, value in offers_in(text[:100_000], choice):
+            self.offered.setdefault(kind, set()).add(value)
         for value, others in objects_holding(text[:100_000], choice):
             self.aliases.setdefault(value, set()).update(others)
 

@@ -47,3 +47,20 @@ def test_fm26_real_runs_tell_a_fee_waived_that_no_call_waived():
     # whose result shows a refund.
     found = [f for f in tau_findings(19, "FM-2.6") if f.rule == "claimed_unperformed_action"]
     assert len(found) == 1 and "fare difference was waived" in found[0].message
+
+
+def test_fm26_the_claim_verbs_screen_covers_the_default_pattern():
+    """A model output without one of `_DEFAULT_VERBS` skips the default claim pattern: every
+    verb the pattern can match holds one of them."""
+    import re
+
+    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+    from mast_otel.processors.detectors.reasoning_claims import _DEFAULT_VERBS
+
+    pattern = ReasoningActionConfig().claimed_action_pattern
+    groups = re.findall(r"\(\?P<verb\d?>([^()]*(?:\([^()]*\))?[^()]*)\)", pattern)
+    assert len(groups) == 4
+    for group in groups:
+        for verb in group.split("|"):
+            for spelled in (verb.replace("l?", "l"), verb.replace("l?", "")):
+                assert _DEFAULT_VERBS.search(spelled), spelled
