@@ -15,12 +15,11 @@ closes (the current date comes with the instructions); one finding per run.
 from __future__ import annotations
 
 import re
-from datetime import date
 from typing import TYPE_CHECKING
 
-from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.run_dates import days_between, instructions_date
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -87,16 +86,12 @@ class PastErrors:
 
     def close(self, run: Run) -> list[Finding]:
         detector = self.detector
-        if not self.candidates or detector.current_date is None:
+        today = instructions_date(detector.current_date, run) if self.candidates else None
+        if today is None:
             return []
-        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-        match = detector.current_date.search(instructions[:100_000])
-        if match is None:
-            return []
-        today = match.group(1)
         window = detector.config.past_window_days
         for call_ref, call, error, dates, reply, text in self.candidates:
-            past = [d for d in dates if 0 < (_days_between(d, today) or 0) <= window]
+            past = [d for d in dates if 0 < (days_between(d, today) or 0) <= window]
             if not past:
                 continue
             said = short(text, 200)
@@ -137,10 +132,3 @@ def _names_subject(text: str, error: str, dates: tuple[str, ...]) -> bool:
         if re.search(rf"\b{month}\.?\s+{number}\b|\b{number}(?:st|nd|rd|th)?\s+{month}\b", lowered):
             return True
     return any(m.group().lower() in lowered for m in _IDENT.finditer(error))
-
-
-def _days_between(earlier: str, later: str) -> int | None:
-    try:
-        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
-    except ValueError:
-        return None

@@ -13,13 +13,12 @@ holds the per-run state that applies them.
 from __future__ import annotations
 
 import re
-from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.records import record_asked_for
+from mast_otel.processors.detectors.run_dates import days_between, instructions_date
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -124,14 +123,9 @@ class Conclusions:
     def close(self, run: Run) -> list[Finding]:
         """`change_on_past_record`: changes on records whose items all lie before the current
         date the run's instructions give."""
-        pattern = self.detector.current_date
-        if pattern is None or not self.changes:
+        today = instructions_date(self.detector.current_date, run) if self.changes else None
+        if today is None:
             return []
-        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-        match = pattern.search(instructions[:100_000])
-        if match is None:
-            return []
-        today = match.group(1)
         window = self.detector.config.past_window_days
         out: list[Finding] = []
         seen: set[str] = set()
@@ -142,7 +136,7 @@ class Conclusions:
             # the record's business is still to come.
             recent = []
             for day in all_dates:
-                days = _days_between(day, today)
+                days = days_between(day, today)
                 if days is None:
                     break
                 if days <= window:
@@ -256,10 +250,3 @@ def _item_dates(record: dict[str, Any]) -> list[str]:
             if held:
                 dates.append(max(held))
     return dates
-
-
-def _days_between(earlier: str, later: str) -> int | None:
-    try:
-        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
-    except ValueError:
-        return None

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.records import record_asked_for
+from mast_otel.processors.detectors.run_dates import days_between, instructions_date
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -133,16 +132,12 @@ class WindowClaims:
 
     def close(self, run: Run) -> list[Finding]:
         detector = self.detector
-        if not self.claims or detector.current_date is None:
+        today = instructions_date(detector.current_date, run) if self.claims else None
+        if today is None:
             return []
-        instructions = str(run.attributes.get(conventions.TASK_DESCRIPTION) or "")
-        match = detector.current_date.search(instructions[:100_000])
-        if match is None:
-            return []
-        today = match.group(1)
         for ref, sentence, hours, one in self.claims:
             read, dates = self.records[one]
-            ages = [_days_between(day, today) for day in dates]
+            ages = [days_between(day, today) for day in dates]
             if any(age is None for age in ages):
                 continue
             youngest = min(age for age in ages if age is not None)
@@ -184,10 +179,3 @@ def scratchpad_text(arguments: str) -> str:
     if isinstance(parsed, dict):
         return "\n".join(v for v in parsed.values() if isinstance(v, str))
     return parsed if isinstance(parsed, str) else ""
-
-
-def _days_between(earlier: str, later: str) -> int | None:
-    try:
-        return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
-    except ValueError:
-        return None
