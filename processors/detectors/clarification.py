@@ -268,7 +268,9 @@ class _ClarificationRun(DetectorRun):
                 if unnamed and len(unnamed) == len(action.targets):
                     findings.append(unnamed_finding(self.detector, step, unnamed, run))
             self.records.learn(step.tool_result)
-        if action.kind is _MUTATING and not step.failed and not findings:
+        # A count is assumed when the call is made, whatever the tool answers: a change refused
+        # for another reason (a payment that does not add up) still carried the guess.
+        if action.kind is _MUTATING and not findings:
             turns = self.config.counts_min_user_turns
             if turns and (count := self.counts.unmentioned(step.tool_arguments, turns)):
                 why, (key, value, _) = message(step.tool_name, *count), count

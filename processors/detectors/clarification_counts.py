@@ -4,6 +4,7 @@ In a conversation, a change that sets a positive count (an integer argument: `se
 `total_baggages`, `nights`) whose subject (the argument name's words other than count words
 such as `total` or `number`) no turn of the conversation mentioned, neither the user's nor the
 agent's, was set on an assumption: the agent never asked how many, and the user never said.
+The call's outcome does not matter: a change refused for another reason carried the guess too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _stem(word: str) -> str:
 class CountWatch:
     """The words of the conversation, to tell a count no turn spoke of."""
 
-    __slots__ = ("prefix", "qualifiers", "turns", "words")
+    __slots__ = ("prefix", "qualifiers", "reported", "turns", "words")
 
     def __init__(self, qualifiers: list[str], prefix: int) -> None:
         self.qualifiers = frozenset(q.lower() for q in qualifiers)
@@ -32,6 +33,8 @@ class CountWatch:
         self.prefix = prefix
         self.words: set[str] = set()
         self.turns = 0
+        # (argument, value) already reported: a retry with the same guess is the same guess.
+        self.reported: set[tuple[str, int]] = set()
 
     def user_turn(self, text: str) -> None:
         self.turns += 1
@@ -43,7 +46,8 @@ class CountWatch:
 
     def unmentioned(self, arguments: str, min_turns: int) -> tuple[str, int, list[str]] | None:
         """The first (argument, value, subject words) of a positive count whose subject no
-        turn mentioned, once the user has spoken `min_turns` times."""
+        turn mentioned, once the user has spoken `min_turns` times; each (argument, value)
+        once per run."""
         if self.turns < min_turns or not arguments.lstrip().startswith("{"):
             return None
         try:
@@ -52,14 +56,20 @@ class CountWatch:
             return None
         if not isinstance(parsed, dict):
             return None
+        found: list[tuple[str, int, list[str]]] = []
         for key, value in list(parsed.items())[:64]:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 continue
             subject = [_stem(w) for w in _WORD.findall(str(key).lower().replace("_", " "))]
             subject = [w for w in subject if w not in self.qualifiers]
+            if (str(key), value) in self.reported:
+                continue
             if subject and not any(self._mentioned(w) for w in subject):
-                return str(key), value, subject
-        return None
+                found.append((str(key), value, subject))
+        # The call's other guesses are reported with its first: one finding per call.
+        if len(self.reported) < 64:
+            self.reported.update((key, value) for key, value, _ in found)
+        return found[0] if found else None
 
     def _mentioned(self, word: str) -> bool:
         head = word[: self.prefix]

@@ -259,6 +259,50 @@ def test_fm22_a_count_spoken_of_or_in_a_one_shot_task_is_silent():
     assert rules(one, mode="FM-2.2") == []
 
 
+def test_fm22_a_count_guessed_in_a_refused_change_is_still_a_guess():
+    # the clinic refuses the booking over the deposit, not the count: the guess was made
+    turns = ["I'd like to book physiotherapy with Dr Okafor.", "Mornings suit me best."]
+    run = RunBuilder(agent="clinic")
+    for turn in turns:
+        run.human(turn)
+        run.llm(input_text=turn, output="Certainly. Let me check the calendar.")
+    for _ in range(2):
+        run.llm(input_text=turns[-1], calls=("book_appointment",))
+        run.tool(
+            "book_appointment",
+            {"clinician": "okafor", "sessions": 6, "deposit": "card_4410"},
+            error="deposit does not cover the fee",
+        )
+    found = [f for f in analyse(run.steps)[0] if f.mode == "FM-2.2"]
+    # one finding: the retry repeats the same guess
+    assert [f.rule for f in found] == ["unmentioned_count"]
+    assert "sessions=6" in found[0].message
+
+
+def test_fm22_a_refused_change_with_a_count_spoken_of_is_silent():
+    turns = ["I'd like six physiotherapy sessions with Dr Okafor.", "Mornings suit me best."]
+    run = RunBuilder(agent="clinic")
+    for turn in turns:
+        run.human(turn)
+        run.llm(input_text=turn, output="Certainly. Let me check the calendar.")
+    run.llm(input_text=turns[-1], calls=("book_appointment",))
+    run.tool(
+        "book_appointment",
+        {"clinician": "okafor", "sessions": 6},
+        error="deposit does not cover the fee",
+    )
+    assert rules(run.steps, mode="FM-2.2") == []
+
+
+@needs_tau
+def test_fm22_real_run_guesses_bags_in_bookings_that_fail():
+    # Run 196 books total_baggages=3 three times, each refused because the payment does not
+    # add up; nobody spoke of bags (labelled FM-2.2: "later books total_baggages=3 without
+    # asking about bags"). One finding: the retries repeat the guess.
+    found = [f for f in tau_findings(196, "FM-2.2") if f.rule == "unmentioned_count"]
+    assert len(found) == 1 and "total_baggages=3" in found[0].message
+
+
 @needs_tau
 def test_fm22_real_run_books_bags_nobody_spoke_of():
     # Run 0 books total_baggages=3 although neither the agent nor the user ever spoke of bags
