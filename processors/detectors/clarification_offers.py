@@ -128,13 +128,7 @@ def sentence_words(text: str) -> list[tuple[str, set[str]]]:
 @lru_cache(maxsize=64)
 def kind_words(kind: str) -> tuple[str, ...]:
     """The words of an offer's kind (`gift_card` gives gift, card), stemmed."""
-    # `_stem`, inline: this runs over every message.
-    return tuple(
-        [
-            w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
-            for w in _WORD.findall(kind.lower())
-        ]
-    )
+    return tuple(_stem(w) for w in _WORD.findall(kind.lower()))
 
 
 def kind_of(choice: re.Pattern[str] | None, value: str) -> str:

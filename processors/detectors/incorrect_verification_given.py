@@ -15,12 +15,11 @@ as the run goes; one finding per run, at the reply.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind
-from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.base import json_doc, short
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -114,15 +113,12 @@ class UserWords:
 
     def _read(self, step: Step, run: Run) -> None:
         detector = self.detector
-        text = step.tool_result.strip()
-        if not text.startswith("{") or len(text) > 100_000:
+        text = step.tool_result
+        if not text.lstrip().startswith("{") or len(text.strip()) > 100_000:
             return
         if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
             return
-        try:
-            record = json.loads(text)
-        except (ValueError, RecursionError):
-            return
+        record = json_doc(text)
         if not isinstance(record, dict):
             return
         for name, value in record.items():

@@ -28,7 +28,7 @@ import re
 from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind, name_words
-from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.base import json_doc, short
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -84,10 +84,7 @@ def query_of(detector: MissingVerification, step: Step) -> dict[str, object] | N
     arguments = step.tool_arguments.strip()
     if not arguments.startswith("{") or len(arguments) > 2000:
         return None
-    try:
-        parsed = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return None
+    parsed = json_doc(arguments)
     if (
         not isinstance(parsed, dict)
         or not parsed

@@ -41,11 +41,11 @@ from mast_otel.processors.run import Run
 if TYPE_CHECKING:
     from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
-# A sum written out: "$402 + $306 - 8 = $700" (terms, then the result).
 # Below this, a value read to the cent is exact in whole cents as a float (2**53 / 100).
 _EXACT_CENTS = 1e13
 # Sources remembered per run to derive only the new pairs of a grown one.
 _SOURCES_KEPT = 4
+# A sum written out: "$402 + $306 - 8 = $700" (terms, then the result).
 _AMOUNT = r"\$?\s?\d[\d,]*(?:\.\d+)?"
 _WORKING = re.compile(
     rf"(?P<terms>{_AMOUNT}(?:\s*[-+]\s*{_AMOUNT})+)\s*=\s*\$?\s?(?P<result>\d[\d,]*(?:\.\d+)?)"
@@ -162,25 +162,19 @@ class Amounts:
         if len(done) == len(source):
             return
         self.derived_from = [*self.derived_from[-(_SOURCES_KEPT - 1) :], source]
-        if len(done) * 4 <= len(source):
-            # Little of it paired already: all its pairs, shared with the runs that saw the
-            # same values (those of `done` are in `derived` already, so nothing changes).
+        if len(done) * 4 <= len(source) or max(source) >= _EXACT_CENTS:
+            # Little of it paired already (or values too large for whole cents): all its
+            # pairs, shared with the runs that saw the same values (those of `done` are in
+            # `derived` already, so nothing changes).
             self.derived |= _pairs(source)
             return
-        values = sorted(found)
-        if values and values[-1] < _EXACT_CENTS:
-            # Values are read to the cent (`numbers`): in whole cents the sums and differences
-            # are exact integers, and `cents / 100` is the float `round(a + b, 2)` gives,
-            # without a call per pair (this ran for every tool result and model input).
-            fresh = [round(v * 100) for v in values if v not in done]
-            pairs = [*combinations(fresh, 2), *product(fresh, [round(v * 100) for v in done])]
-            self.derived.update([(a + b) / 100 for a, b in pairs])
-            self.derived.update([abs(b - a) / 100 for a, b in pairs])
-            return
-        for i, a in enumerate(values):
-            for b in values[i + 1 :]:
-                self.derived.add(round(a + b, 2))
-                self.derived.add(round(b - a, 2))
+        # Values are read to the cent (`numbers`): in whole cents the sums and differences are
+        # exact integers, and `cents / 100` is the float `round(a + b, 2)` gives. Only the
+        # pairs with a value new since `done` are new.
+        fresh = [round(v * 100) for v in sorted(source - done)]
+        pairs = [*combinations(fresh, 2), *product(fresh, [round(v * 100) for v in done])]
+        self.derived.update([(a + b) / 100 for a, b in pairs])
+        self.derived.update([abs(b - a) / 100 for a, b in pairs])
 
     def working(self, text: str) -> None:
         """Sums written out ("a + b - c = d") whose operands are all supported and whose

@@ -18,12 +18,12 @@ always be cancelled"). A run where some read shows something cancelled by the ot
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.detectors.task_specification_past import _identifiers
 from mast_otel.processors.model import Step, StepRef
 
@@ -39,7 +39,7 @@ _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2}))?")
 _YES = frozenset({"yes", "true", "y"})
 _WORD = re.compile(r"[a-z]+")
 _ALWAYS = re.compile(r"((?:[a-z_-]+\s+){1,3})(?:\w+\s+)?can\s+always\s+be\b", re.IGNORECASE)
-_CANCELLED = re.compile(r"^cancel+ed$", re.IGNORECASE)
+_CANCELLED_STATUS = re.compile(r'"status"\s*:\s*"cancell?ed"', re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -53,12 +53,9 @@ class HeldWindowChange:
 
 def _record(result: str, creation: re.Pattern[str]) -> dict[str, str] | None:
     """A result's top-level scalar fields, when it is a record with a creation stamp."""
-    if len(result) > _MAX_RESULT or not result.lstrip().startswith("{"):
+    if len(result) > _MAX_RESULT:
         return None
-    try:
-        parsed = json.loads(result)
-    except (ValueError, RecursionError):
-        return None
+    parsed = json_doc(result)
     if not isinstance(parsed, dict):
         return None
     fields = {
@@ -72,7 +69,7 @@ def _record(result: str, creation: re.Pattern[str]) -> dict[str, str] | None:
 def _cancelled_by_other(result: str) -> bool:
     """A read result that shows something with a status `cancelled` (a bounded scan)."""
     head = result[:_MAX_RESULT]
-    return '"status"' in head and bool(re.search(r'"status"\s*:\s*"cancell?ed"', head, re.I))
+    return '"status"' in head and _CANCELLED_STATUS.search(head) is not None
 
 
 def _time(text: str) -> datetime | None:
