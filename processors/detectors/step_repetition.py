@@ -21,9 +21,11 @@ changes a detail and never the approach. Successful calls whose results change (
 never near duplicates.
 
 Rule `repeated_request`: the agent asks the user for the same identifier (a "reservation ID",
-a "ticket number": `request_pattern`) in `request_min_turns` of its own turns with no tool call
-between them: the same request over and over, never another way to the record (looking it up
-by what the user did give). A tool call ends the stretch.
+a "ticket number": `request_pattern`) in `request_min_turns` of its own turns in a row with no
+tool call between them: the same request over and over, never another way to the record
+(looking it up by what the user did give). A tool call ends the stretch, and so does a turn
+that does not ask for it again before the count is made; naming it inside a condition on the
+user's side ("once you have the ticket number, let me know") is waiting, not asking.
 
 Rule `cycle`: the last tool calls form a short cycle (A,B,A,B,... of up to `max_cycle_period`
 distinct calls) that has come round `min_cycle_repeats` times with unchanged results.

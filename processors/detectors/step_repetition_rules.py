@@ -63,6 +63,16 @@ _TOP_FIELD = re.compile(r"^\.?[^.\[]*")
 # A value right after the thing named ("flight number HAT266", "ticket id: 4521").
 _GIVEN_VALUE = re.compile(r"[\s:*#'\"`(]{1,6}[a-z0-9_.@-]*\d", re.IGNORECASE)
 _ID_LIKE = re.compile(r"[a-z0-9_.@-]*\d[a-z0-9_.@-]*")
+# The thing named inside a condition on the user's side ("once you have the ticket number",
+# "when you find it", "if you can locate the order id"): waiting for it, not asking for it.
+_CONDITION = re.compile(
+    r"\b(?:once|when|whenever|if|after|as soon as)\s+you\b[^.!?;]*$", re.IGNORECASE
+)
+
+
+def _waiting(text: str, start: int) -> bool:
+    """Whether the mention at `start` sits in a condition on the user's side."""
+    return _CONDITION.search(text, max(0, start - 80), start) is not None
 
 
 # A call and what it returned: equal tokens are the same observation.
@@ -183,7 +193,18 @@ class _StepRepetitionRun(DetectorRun):
             for m in self.detector.request.finditer(text)
             # "reservation ID UM3OG5": the agent names the value, it does not ask for it.
             if not _GIVEN_VALUE.match(text, m.end())
+            # "Once you have the reservation ID, let me know": the agent waits, it does not ask.
+            and not _waiting(text, m.start())
         }
+        # A request counts in a row: a turn of the agent that does not ask for it again ends
+        # the stretch (the agent moved on, or only waits for it); a stretch that already made
+        # the count stands until a tool call.
+        needed = self.config.request_min_turns
+        for item in [
+            i for i, turns in self.requests.items() if i not in asked and len(turns) < needed
+        ]:
+            del self.requests[item]
+            self.request_words.pop(item, None)
         ref = run.ref(step)
         for item in sorted(asked):
             turns = self.requests.setdefault(item, [])
@@ -215,8 +236,9 @@ class _StepRepetitionRun(DetectorRun):
             rule="repeated_request",
             confidence=0.7,
             message=(
-                f"the agent asked the user for the {item} in {len(turns)} turns with no tool "
-                f"call between them and the run ended there, never trying another way: "
+                f"the agent asked the user for the {item} in {len(turns)} turns in a row with "
+                f"no tool call between them and the run ended there, never trying another "
+                f"way: "
                 f"{short(words, 120)!r}"
             ),
             evidence=turns,

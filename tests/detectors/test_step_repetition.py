@@ -180,7 +180,7 @@ def _helpdesk(agent_turns: list[str], users: list[str], tail: list[dict] | None 
 _ASKS = [
     "I can reset it. Could you give me the ticket number of your earlier request?",
     "To go on I need the ticket number. Please check your email for it.",
-    "Once you have the ticket number, let me know and I will reset the VPN token.",
+    "I still need the ticket number to reset the VPN token.",
     "Take your time to find the ticket number; I will be here.",
 ]
 _USERS = [
@@ -227,7 +227,19 @@ def test_fm13_requests_that_end_in_a_lookup_or_name_the_value_stay_silent():
     )
     # Three requests stay below the threshold.
     three = _helpdesk(_ASKS[:3], _USERS[:3])
-    for run in (answered, named, three):
+    # Waiting for it ("once you have the ticket number, ...") is not asking for it again, and a
+    # turn that does not ask ends the stretch: two requests, a wait, two requests.
+    waiting = _helpdesk(
+        [
+            _ASKS[0],
+            _ASKS[1],
+            "Once you have the ticket number, let me know and I will reset the VPN token.",
+            _ASKS[2],
+            _ASKS[1],
+        ],
+        [*_USERS, "Still looking."],
+    )
+    for run in (answered, named, three, waiting):
         assert [f.rule for f in findings_of([run]) if f.mode == "FM-1.3"] == []
 
 
@@ -249,10 +261,14 @@ def test_fm13_repeated_request_threshold_is_configured_and_checked():
 
 @needs_tau
 def test_fm13_tau_bench_agent_asks_for_the_reservation_id_again_and_again():
-    # Run 57 asks for the reservation ID at message 2, 4, 6, ... 16 while the user says they do
-    # not have it, and the run ends there (labelled FM-1.3).
-    findings = [f for f in tau_findings(57, "FM-1.3") if f.rule == "repeated_request"]
+    # Run 97 asks for the reservation ID at messages 2, 4, 6 and 8, each time right after the
+    # user said they do not have it, and the run ends there (labelled FM-1.3).
+    findings = [f for f in tau_findings(97, "FM-1.3") if f.rule == "repeated_request"]
     assert [f.evidence["asked_for"] for f in findings] == ["reservation id"]
+    assert "in a row" in findings[0].message
+    # Run 54 asks twice, then only waits ("once you have your reservation ID, please provide
+    # it ...") while the user adds requests: not labelled FM-1.3, and silent.
+    assert [f for f in tau_findings(54, "FM-1.3") if f.rule == "repeated_request"] == []
     # Run 174 asks for the user id five times, then gets it and looks the reservation up.
     assert [f for f in tau_findings(174, "FM-1.3") if f.rule == "repeated_request"] == []
 
