@@ -38,6 +38,14 @@ class ToolCallRequest:
     call_id: str = ""
 
 
+@dataclass(slots=True, frozen=True)
+class ToolSpec:
+    """A tool a model was offered: its name and the names of its parameters."""
+
+    name: str
+    parameters: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class Step:
     """One normalized span (or log event) of an agent run.
@@ -68,6 +76,8 @@ class Step:
     input_text: str = ""
     output_text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
+    # For an LLM call: the tools the model was offered, where the span says (definitions).
+    tools_offered: tuple[ToolSpec, ...] = ()
     # For a hand-off or agent invocation: the agent that receives the work.
     target_agent: str = ""
     finish_reason: str = ""

@@ -33,6 +33,11 @@ Together they cover all 200 runs.
 --check exits 1 when a target is missed: precision >= 0.8 for every mode with >= 3 labelled
 positives, recall >= 0.6 over all labels, >= 90% of successful clean-labelled runs silent.
 Exit status 2 with a one-line message for a missing or malformed file.
+
+The runs are read with the tools the agent was offered (--tools, default
+tests/labels/tau_airline/tools.json: the names and parameters of tau-bench's 14 airline
+tools), which the file does not carry but an instrumented agent's LLM spans do
+(`gen_ai.tool.definitions`); `--tools ""` reads the file as it is.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import argparse
 import glob
 import json
 import sys
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +66,7 @@ DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"
 LABELS = "tests/labels/tau_airline/*.jsonl"
 HELD_OUT = "tests/labels/tau_airline/holdout/*.jsonl"
 HELD_OUT_2 = "tests/labels/tau_airline/holdout2/*.jsonl"
+TOOLS = "tests/labels/tau_airline/tools.json"
 # Without --labels, the figures are given for each set of labels and for all of them together
 # (the targets apply to all; see the module's docstring for what each set is).
 LABEL_SETS = {
@@ -157,13 +164,15 @@ def _label(doc: Any, where: str) -> Label:
     )
 
 
-def analyse(data: Path, config_path: str | None) -> list[RunResult]:
-    """Every run of the file through the importer and the pipeline, with its findings."""
+def analyse(data: Path, config_path: str | None, tools: str = TOOLS) -> list[RunResult]:
+    """Every run of the file through the importer and the pipeline, with its findings; each
+    run given the tool definitions of `tools` ("" for none) unless it carries its own."""
     if not data.is_file():
         raise InputError(f"{data}: not found (give the tau-bench file with --data)")
     config = load_config(config_path)
     exporter = MemoryExporter()
-    run_files(config, [str(data)], exporter)
+    with tempfile.TemporaryDirectory() as folder:
+        run_files(config, [_with_tools(data, tools, Path(folder))], exporter)
     runs: dict[str, RunResult] = {}
     message_of: dict[tuple[str, str], int] = {}
     for span in exporter.spans:
@@ -193,6 +202,26 @@ def analyse(data: Path, config_path: str | None) -> list[RunResult]:
             }
         )
     return sorted(runs.values(), key=lambda r: r.index)
+
+
+def _with_tools(data: Path, tools: str, folder: Path) -> str:
+    """The file to analyse: `data` itself, or a copy whose runs carry the tool definitions."""
+    if not tools:
+        return str(data)
+    path = Path(tools) if Path(tools).is_absolute() else ROOT / tools
+    try:
+        definitions = json.loads(path.read_text("utf-8"))
+        runs = json.loads(data.read_text("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} or {data}: malformed JSON: {exc.msg}") from exc
+    if not isinstance(definitions, list) or not isinstance(runs, list):
+        raise InputError(f"{path}: expected a list of tool definitions; {data}: a list of runs")
+    for run in runs:
+        if isinstance(run, dict):
+            run.setdefault("tools", definitions)
+    copy = folder / data.name
+    copy.write_text(json.dumps(runs), "utf-8")
+    return str(copy)
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -433,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
         "--labels", action="append", help=f"label files (glob, repeatable; default {LABELS})"
     )
     parser.add_argument("--config", help="collector config (detector thresholds)")
+    parser.add_argument(
+        "--tools",
+        default=TOOLS,
+        help=f'tool definitions offered to the agent (default {TOOLS}; "" for none)',
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--show-findings", action="store_true", help="print every finding")
@@ -440,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         label_sets = {"given": args.labels} if args.labels else LABEL_SETS
         loaded = {name: load_labels(globs) for name, globs in label_sets.items()}
-        runs = analyse(args.data or default_data(), args.config)
+        runs = analyse(args.data or default_data(), args.config, args.tools)
         everything: dict[int, list[Label]] = defaultdict(list)
         for labels in loaded.values():
             for index, readers in labels.items():

@@ -3,8 +3,9 @@
 Accepted layouts (JSON or JSON lines):
 - a list of messages (`{"role": ..., "content": ...}`): one run;
 - a run object holding its messages under `traj`, `messages` or `conversation`, with an
-  optional outcome (`reward`, `score`, `success`, `outcome`) and `task_id` / `trial` /
-  `model`: one run; a list of run objects (tau-bench's historical trajectories): a run each;
+  optional outcome (`reward`, `score`, `success`, `outcome`), `task_id` / `trial` / `model`,
+  and the `tools` the model was offered (OpenAI request shape): one run; a list of run
+  objects (tau-bench's historical trajectories): a run each;
 - JSON lines: a run per line (a message list or a run object), or one message per line (one
   run).
 
@@ -168,6 +169,11 @@ def build_run(
     if model:
         root_attrs["gen_ai.request.model"] = model
         common["gen_ai.request.model"] = model
+    tools = meta.get("tools")
+    common_chat: dict[str, Any] = {}
+    if isinstance(tools, list) and tools:
+        # The tools offered to the model, on each of its calls, as GenAI instrumentations send.
+        common_chat["gen_ai.tool.definitions"] = json.dumps(tools, ensure_ascii=False)
     task = task_description(messages)
     if task:
         root_attrs["mast.task.description"] = task
@@ -226,6 +232,7 @@ def build_run(
                     {
                         "gen_ai.operation.name": "chat",
                         **common,
+                        **common_chat,
                         "gen_ai.input.messages": S.input_messages(history),
                         "gen_ai.output.messages": json.dumps([output], ensure_ascii=False),
                         "gen_ai.response.finish_reasons": [output["finish_reason"]],

@@ -58,11 +58,20 @@ class QueryTools:
     """The read tools each agent (service) of a run has been seen calling with a query, by the
     names of the query's arguments. Bounded."""
 
-    __slots__ = ("by_agent", "max_tools")
+    __slots__ = ("by_agent", "declared", "max_tools")
 
     def __init__(self, max_tools: int) -> None:
         self.max_tools = max_tools
         self.by_agent: dict[str, dict[str, frozenset[str]]] = {}
+        # Read tools the agent was offered (their definitions on its LLM calls), by their
+        # parameters: such a tool takes any query whose argument names it has.
+        self.declared: dict[str, dict[str, frozenset[str]]] = {}
+
+    def declare(self, agent: str, tools: list[tuple[str, frozenset[str]]]) -> None:
+        """The agent's offered read tools, once (an agent with none offered is remembered too)."""
+        if len(self.declared) >= _MAX_AGENTS:
+            del self.declared[next(iter(self.declared))]
+        self.declared[agent] = dict(tools[: self.max_tools])
 
     def learn(self, agent: str, tool: str, keys: frozenset[str]) -> None:
         tools = self.by_agent.get(agent)
@@ -74,8 +83,13 @@ class QueryTools:
             tools[tool] = keys
 
     def taking(self, agent: str, keys: frozenset[str]) -> set[str]:
-        """The tools known to take a query of exactly these argument names."""
-        return {tool for tool, known in self.by_agent.get(agent, {}).items() if known == keys}
+        """The tools known to take a query of exactly these argument names: seen taking it,
+        or offered with parameters that include them."""
+        seen = {tool for tool, known in self.by_agent.get(agent, {}).items() if known == keys}
+        offered = self.declared.get(agent)
+        if offered:
+            seen.update(tool for tool, parameters in offered.items() if keys <= parameters)
+        return seen
 
 
 def query_of(detector: MissingVerification, step: Step) -> dict[str, object] | None:
@@ -120,6 +134,8 @@ class PartialSearches:
     def observe(self, step: Step, run: Run) -> None:
         if self.claim is not None or self.detector.superlative is None:
             return
+        if step.tools_offered and step.service not in self.tools.declared:
+            self._declare(step)
         if step.kind is _HUMAN:
             self.turn_over = set(self.recent)
             self.asked = _squashed(step.input_text or step.output_text)
@@ -127,6 +143,17 @@ class PartialSearches:
             self._search(step, run)
         elif step.kind is _LLM and self.recent and step.output_text and not step.tool_calls:
             self._claim(step, run)
+
+    def _declare(self, step: Step) -> None:
+        """The read tools the agent was offered, from the definitions on its LLM call (the
+        first call that carries them: every call of a run usually carries the same)."""
+        classify = self.detector.classifier.classify
+        offered = [
+            (spec.name, frozenset(spec.parameters))
+            for spec in step.tools_offered
+            if spec.parameters and classify(spec.name, "").kind is _READ
+        ]
+        self.tools.declare(step.service, offered)
 
     def _search(self, step: Step, run: Run) -> None:
         detector = self.detector

@@ -22,7 +22,7 @@ from typing import Any
 
 from mast_otel.processors.conventions import RUN_OUTCOME, RUN_SCORE, outcome_of
 from mast_otel.processors.model import Step, StepKind
-from mast_otel.processors.normalize import span_fields, values
+from mast_otel.processors.normalize import span_fields, tool_definitions, values
 from mast_otel.processors.normalize.genai_messages import (
     _finish_reason,
     _inputs,
@@ -52,6 +52,7 @@ from mast_otel.processors.normalize.genai_names import (
     TOOL_CALL_ARGUMENTS,
     TOOL_CALL_ID,
     TOOL_CALL_RESULT,
+    TOOL_DEFINITIONS,
     TOOL_NAME,
     TOOL_OPERATIONS,
 )
@@ -108,6 +109,9 @@ def build(record: SpanRecord, *, max_text: int = MAX_TEXT, dialect: str = DIALEC
     step.output_text = values.truncate(text, max_text)
     step.tool_calls = tuple(calls)
     step.finish_reason = _finish_reason(attrs.get(FINISH_REASONS)) or finish
+    definitions = attrs.get(TOOL_DEFINITIONS)
+    if definitions is not None:
+        step.tools_offered = tool_definitions.from_document(definitions)
 
     _apply_evaluations(step.run_attributes, events)
     return step

@@ -19,6 +19,8 @@ TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+# The tools offered to the model (inference spans) or the agent (agent spans); opt-in.
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 AGENT_NAME = "gen_ai.agent.name"
 AGENT_ID = "gen_ai.agent.id"
 CONVERSATION_ID = "gen_ai.conversation.id"

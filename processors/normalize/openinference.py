@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mast_otel.processors.model import Step, StepKind, ToolCallRequest
-from mast_otel.processors.normalize import payloads, span_fields, values
+from mast_otel.processors.normalize import payloads, span_fields, tool_definitions, values
 from mast_otel.processors.normalize.values import MAX_TEXT
 from mast_otel.processors.records import SpanRecord
 
@@ -47,6 +47,9 @@ LLM_INPUT_MESSAGES = "llm.input_messages"
 LLM_OUTPUT_MESSAGES = "llm.output_messages"
 LLM_PROMPTS = "llm.prompts"
 LLM_CHOICES = "llm.choices"
+# The tools offered to the model: `llm.tools.<i>.tool.json_schema`, one JSON document each.
+LLM_TOOLS = "llm.tools"
+TOOL_JSON_SCHEMA = "tool.json_schema"
 
 # Keys inside one flattened message / tool call / completions-API entry.
 MESSAGE_ROLE = "message.role"
@@ -139,6 +142,9 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         return step
 
     if kind is StepKind.LLM:
+        offered = values.indexed(attrs, LLM_TOOLS)
+        if offered:
+            step.tools_offered = tool_definitions.from_indexed(offered.values(), TOOL_JSON_SCHEMA)
         inputs = _messages(attrs, LLM_INPUT_MESSAGES)
         prompts = _messages(attrs, LLM_PROMPTS)
         if inputs:

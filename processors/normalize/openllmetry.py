@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mast_otel.processors.model import Step, StepKind, ToolCallRequest
-from mast_otel.processors.normalize import genai, payloads, values
+from mast_otel.processors.normalize import genai, payloads, tool_definitions, values
 from mast_otel.processors.normalize.values import MAX_TEXT
 from mast_otel.processors.records import SpanRecord
 
@@ -31,6 +31,8 @@ ENTITY_OUTPUT = "traceloop.entity.output"
 WORKFLOW_NAME = "traceloop.workflow.name"
 ASSOCIATION_PREFIX = "traceloop.association.properties."
 REQUEST_TYPE = "llm.request.type"
+# The functions offered to the model: `llm.request.functions.<i>.name` / `.parameters`.
+REQUEST_FUNCTIONS = "llm.request.functions"
 RESPONSE_FINISH_REASON = "llm.response.finish_reason"
 
 # Indexed message attributes: `<prefix>.<i>.<field>`, tool calls `...tool_calls.<j>.<field>`.
@@ -116,6 +118,9 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     if step.kind is StepKind.AGENT:
         step.agent = step.agent or entity
 
+    functions = values.indexed(attrs, REQUEST_FUNCTIONS)
+    if functions and not step.tools_offered:
+        step.tools_offered = tool_definitions.from_indexed(functions.values(), "json_schema")
     if prompts:
         step.input_messages = len(prompts)
         step.input_text = values.truncate(_last_user_text(prompts), input_max)

@@ -14,8 +14,8 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
 from mast_otel.processors.detectors.missing_verification_partial import QueryTools
-from tests.detectors.real_runs import needs_tau, tau_findings
-from tests.imported import findings_of, tool_call
+from tests.detectors.real_runs import ROOT, needs_tau, tau_findings
+from tests.imported import findings_of, tau_run, tool_call
 
 QUERY = {"part": "M6 bolt", "region": "eu"}
 NUTS = {"part": "M5 nut", "region": "eu"}
@@ -106,6 +106,44 @@ def test_an_agent_never_seen_with_a_second_tool_is_silent():
     assert _fm32([alone]) == []
 
 
+def _offered(*tools: tuple[str, list[str]]) -> list[dict[str, Any]]:
+    """Tool definitions in the OpenAI request shape, as a chat transcript's `tools`."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "parameters": {"type": "object", "properties": {p: {"type": "string"} for p in ps}},
+            },
+        }
+        for name, ps in tools
+    ]
+
+
+def test_a_tool_the_agent_was_offered_but_never_ran_counts():
+    # The run never calls list_supplier_stock, but the model was offered it (its definitions
+    # on every LLM call, `gen_ai.tool.definitions`): the claim covers options never looked at.
+    alone = _shop("The cheapest offer is 0.12.", ("list_warehouse_stock",), earlier=())
+    stock = ["part", "region", "max_results"]  # an optional parameter besides the query's
+    offered = {
+        "messages": alone,
+        "tools": _offered(
+            ("list_warehouse_stock", stock), ("list_supplier_stock", stock), ("order_part", stock)
+        ),
+    }
+    found = _fm32([offered])
+    assert [s["not_run"] for s in found[0].evidence["searches"]] == [["list_supplier_stock"]]
+    # A changing tool (order_part) is no search; a read tool whose parameters do not include
+    # the query's does not take it; no definitions at all: nothing says a second tool exists.
+    other = {
+        "messages": alone,
+        "tools": _offered(
+            ("list_warehouse_stock", stock), ("order_part", stock), ("get_invoice", ["invoice_id"])
+        ),
+    }
+    assert _fm32([other]) == [] and _fm32([alone]) == []
+
+
 def test_what_earlier_runs_showed_is_not_carried_over():
     # An earlier run used both tools; this one only one: its findings must not depend on which
     # runs the same process saw before (worker processes, restarts).
@@ -157,6 +195,16 @@ def test_real_runs():
         assert not [
             f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
         ]
+    # Given the tools the agent was offered (tau-bench's airline tools, which the file does not
+    # carry), runs 6 and 153 are found: search_direct_flight was offered and never ran.
+    tools = json.loads((ROOT / "tests/labels/tau_airline/tools.json").read_text())
+    for index in (6, 153):
+        found = [
+            f
+            for f in _fm32([{**tau_run(index), "tools": tools}])
+            if f.rule == "superlative_over_partial_search"
+        ]
+        assert ["search_direct_flight"] in [s["not_run"] for s in found[0].evidence["searches"]]
     # Run 160's user asked for direct flights: its "cheapest" after direct searches only is
     # scoped to them.
     assert not [
