@@ -13,8 +13,8 @@ and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 `report_contradicts_change` (reasoning_fields.py); `call_differs_from_announced`
 (reasoning_promise.py); `group_told_as_member` (reasoning_groups.py); `inability_then_done`
 (reasoning_inability.py); `refund_told_as_charge` (reasoning_sign.py);
-`told_other_than_calculated` (reasoning_calculation.py). Their settings are this module's
-config class.
+`told_other_than_calculated` (reasoning_calculation.py); `told_other_than_error_figure`
+(reasoning_error.py). Their settings are this module's config class.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amount
 from mast_otel.processors.detectors.reasoning_calculation import CalculationRules, Calculations
 from mast_otel.processors.detectors.reasoning_claims import CLAIM_STOPWORDS, ClaimRules, Claims
 from mast_otel.processors.detectors.reasoning_compare import announced, compare
+from mast_otel.processors.detectors.reasoning_error import ErrorFigureRules, ErrorFigures
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_groups import Groups
 from mast_otel.processors.detectors.reasoning_inability import Inabilities, InabilityRules
@@ -151,6 +152,13 @@ class ReasoningActionConfig:
     max_field_values: int = 2048
     # A call argument that is a calculation; "" turns `unsupported_operand` off.
     expression_pattern: str = r"^[\d\s.,+\-*/()%]*\d\s*[+\-*/%]\s*[\d(][\d\s.,+\-*/()%]*$"
+    # `told_other_than_error_figure`: a failed call's error stating the figure of a quantity
+    # (its words in group `what`, the number in group `value`), compared with the amounts the
+    # model tells next in sentences naming that quantity. "" turns the rule off.
+    error_figure_pattern: str = (
+        r"\b(?P<what>(?:total|amount|price|cost|balance|fare|fee)(?:\s+(?:price|amount|cost|"
+        r"due|fare))?)\s+(?:is|was|of|=|:)\s*[$€£]?\s?(?P<value>\d[\d,]*(?:\.\d+)?)"
+    )
     # Report a figure told beside a calculation's operands that is not what it returned
     # (`told_other_than_calculated`).
     check_calculations: bool = True
@@ -179,6 +187,7 @@ class ReasoningActionConfig:
             "money_back_pattern",
             "changed_to_pattern",
             "inability_pattern",
+            "error_figure_pattern",
         ):
             try:
                 re.compile(getattr(self, name))
@@ -219,6 +228,7 @@ class ReasoningAction(Detector):
         self.inability = InabilityRules(self.config)
         self.sign = SignRules(self.config)
         self.calculation = CalculationRules(self.config)
+        self.error_figure = ErrorFigureRules(self.config)
 
     def _terms_in(self, text: str) -> frozenset[str]:
         lowered = text.lower()
@@ -235,6 +245,7 @@ class _ReasoningRun(DetectorRun):
         "claims",
         "config",
         "detector",
+        "errors",
         "fields",
         "findings",
         "groups",
@@ -267,6 +278,7 @@ class _ReasoningRun(DetectorRun):
         self.inabilities = Inabilities(detector.inability)
         self.refunds = Refunds(detector.sign)
         self.calculations = Calculations(detector.calculation)
+        self.errors = ErrorFigures(detector.error_figure)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM:
@@ -292,6 +304,7 @@ class _ReasoningRun(DetectorRun):
         findings.extend(self.reports.model(step, run, self._emit))
         findings.extend(self.refunds.model(step, run, self._emit))
         findings.extend(self.calculations.model(step, run, self._emit))
+        findings.extend(self.errors.model(step, run, self._emit))
         findings.extend(self.fields.model(step, run, self._emit))
         findings.extend(self.groups.model(step, run, self._emit))
         self.amounts.model(step, run)
@@ -344,6 +357,7 @@ class _ReasoningRun(DetectorRun):
         self.refunds.tool(step, run, self.reports.tool(step, action.kind, run))
         self.groups.tool(step)
         self.calculations.tool(step, run)
+        self.errors.tool(step, run)
         acts = action.kind is _MUTATING or action.kind is _READ
         findings.extend(self.inabilities.tool(step, acts, run, self._emit))
         findings.extend(self.promises.acted(step, action.kind is _MUTATING, run, self._emit))
