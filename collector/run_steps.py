@@ -61,6 +61,7 @@ def step_view(step: Step) -> dict[str, Any]:
         "input": step.input_text,
         "output": step.output_text,
         "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in step.tool_calls],
+        "tools_offered": [spec.name for spec in step.tools_offered],
         "status": str(step.status),
         "error": step.error,
         "dialect": step.dialect,

@@ -29,5 +29,8 @@ def test_each_scenario_is_read_right(collected, scenario):
     llm = [s for s in steps if s["kind"] == "llm"]
     assert len(llm) == len(scenario.turns) and all(s["model"] == "gpt-4o-mini" for s in llm)
     assert [c["name"] for s in llm for c in s["tool_calls"]] == [t.tool for t in scenario.tools]
+    # The functions offered on each model call (`llm.request.functions.<i>.*`).
+    offered = ["get_pod_status", "get_logs", "apply_manifest", "restart_deployment"]
+    assert all(s["tools_offered"] == offered for s in llm)
     # The workflow root names no agent: it stands for the service.
     assert steps[0]["agent"] == "sre-traceloop"
