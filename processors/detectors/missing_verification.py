@@ -24,7 +24,8 @@ Rule `unchecked_figure` (missing_verification_figures.py): a change carried a fi
 gave, which no calculation of the run produced, and was rejected with the system's figure.
 
 Rule `superlative_over_partial_search` (missing_verification_partial.py): the agent calls an
-option the cheapest (fastest, ...) after running only some of the tools that take the query.
+option the cheapest (fastest, ...) after running only some of the tools that take the query,
+or only tools whose names limit them to part of the options.
 
 Decided when the run closes, at the span of the unchecked change; at most
 `max_findings_per_run` findings per run. The study's remedy: externalize verification, so that
@@ -111,6 +112,11 @@ class MissingVerificationConfig:
         r"\b(?:let me|I will|I'll|I need to|to find|search(?:ing)? for|look(?:ing)? for|if|"
         r"whether)\b"
     )
+    # Words of a search tool's name saying it covers only part of the options (whole words,
+    # case-insensitive regular expression): the best-of-all claim after that tool alone is
+    # `superlative_over_partial_search` even when no other tool taking the query ran. ""
+    # leaves the rule to tools seen taking the same query.
+    scoped_search_pattern: str = r"direct|nonstop|onestop|local|nearby|regional"
     # Read tools remembered per run and agent (service) with the argument names of their
     # queries, to know which tools take the same query.
     max_known_query_tools: int = 256
@@ -131,6 +137,7 @@ class MissingVerificationConfig:
             "verdict_hedge_pattern",
             "superlative_pattern",
             "superlative_hedge_pattern",
+            "scoped_search_pattern",
         )
         for key in (*keys, "failure_result_pattern"):
             try:
@@ -164,6 +171,8 @@ class MissingVerification(Detector):
         best = c.superlative_pattern
         self.superlative = re.compile(best, re.IGNORECASE) if best else None
         self.superlative_hedge = re.compile(c.superlative_hedge_pattern, re.IGNORECASE)
+        scoped = c.scoped_search_pattern
+        self.scoped_search = re.compile(scoped, re.IGNORECASE) if scoped else None
         # Set when FM-3.3 reads the same ledger (`share_ledger`): the run opened last and its
         # ledger, until FM-3.3 opens its state for that run and takes it.
         self.sharing = False

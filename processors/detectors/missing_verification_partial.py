@@ -13,6 +13,10 @@ the same query never ran with it: the claim covers options the agent never looke
 scoped to what was searched is no finding: the words right after the superlative, or the
 user's latest message, name what the tools that ran cover and the others do not ("the cheapest
 direct flight", or the user asking for direct flights, after `search_direct_flight` only).
+A tool's own name can say it covers part of the options (`scoped_search_pattern`:
+`search_onestop_flight`, `search_nearby_rooms`): when every tool that ran the query has such a
+word in its name (the same one), the claim covers options no tool looked at although no other
+tool was seen in the run; the same scoping words (said of the option, or asked for) silence it.
 
 Which tools take the same query is learned from the calls made in this run (bounded by
 `max_known_query_tools`): never from earlier runs, so that a run's findings do not depend on
@@ -47,6 +51,9 @@ _MAX_AGENTS = 64
 # Words after a superlative that qualify it ("the cheapest direct round-trip flight").
 _QUALIFIER_WORDS = 3
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+# A query searched in part: (the query, the tools that ran it, the tools known to take it that
+# did not, the words of the names of those that ran limiting what they cover).
+_Partial = tuple[str, list[str], list[str], list[str]]
 
 
 def _squashed(text: str) -> str:
@@ -128,8 +135,8 @@ class PartialSearches:
         self.agent = ""
         # The user's latest words, letters and digits run together ("one-stop": "onestop").
         self.asked = ""
-        # (the reply, the sentence, [(query, tools that ran it, tools that did not)])
-        self.claim: tuple[StepRef, str, list[tuple[str, list[str], list[str]]]] | None = None
+        # (the reply, the sentence, the queries it covers that were searched in part)
+        self.claim: tuple[StepRef, str, list[_Partial]] | None = None
 
     def observe(self, step: Step, run: Run) -> None:
         if self.claim is not None or self.detector.superlative is None:
@@ -189,28 +196,53 @@ class PartialSearches:
                 continue
             # The words that qualify the superlative ("the cheapest direct flight").
             said = _squashed(" ".join(sentence[best.end() :].split()[:_QUALIFIER_WORDS]))
-            partial = []
+            partial: list[_Partial] = []
             for key in sorted(k for keys in self.recent.values() for k in keys):
                 query, ran, _ = self.queries[key]
                 others = self.tools.taking(self.agent, frozenset(query)) - ran
-                if not others:
+                if others:
+                    # Words naming what the tools that ran cover and the others do not.
+                    own = {w for tool in ran for w in name_words(tool)}
+                    limits = own - {w for tool in others for w in name_words(tool)}
+                else:
+                    # No other tool seen: the limit the names of all that ran share, if any.
+                    limits = self._shared_limits(ran)
+                    if not limits:
+                        continue
+                # Said of the option or asked for by the user: the claim is scoped to them.
+                if any(word in said or word in self.asked for word in limits):
                     continue
-                # Words naming what the tools that ran cover and the others do not, said of the
-                # option or asked for by the user: the claim is scoped to what was searched.
-                own = {w for tool in ran for w in name_words(tool)}
-                theirs = {w for tool in others for w in name_words(tool)}
-                if any(word in said or word in self.asked for word in own - theirs):
-                    continue
-                partial.append((key, sorted(ran), sorted(others)))
+                partial.append((key, sorted(ran), sorted(others), sorted(limits)))
             if partial:
                 self.claim = (run.ref(step), short(sentence.strip(), 200), partial)
                 return
+
+    def _shared_limits(self, ran: set[str]) -> set[str]:
+        """The words every tool that ran has in its name saying it searches only part of the
+        options (`scoped_search_pattern`: `search_onestop_flight`, `list_local_stock`)."""
+        scoped = self.detector.scoped_search
+        if scoped is None:
+            return set()
+        shared: set[str] | None = None
+        for tool in ran:
+            words = {w for w in name_words(tool) if scoped.fullmatch(w)}
+            shared = words if shared is None else shared & words
+        return shared or set()
 
     def close(self, run: Run) -> list[Finding]:
         if self.claim is None:
             return []
         ref, said, partial = self.claim
-        query, ran, others = partial[0]
+        query, ran, others, limits = partial[0]
+        if others:
+            missing = f"{', '.join(others)}, which takes the same query, never ran it"
+        else:
+            names = "its name limits it" if len(ran) == 1 else "their names limit them"
+            missing = f"{names} to {'/'.join(limits)} options and no other tool searched it"
+        searches = [
+            {"query": q, "ran": r, "not_run": o, **({} if o else {"limited_to": w})}
+            for q, r, o, w in partial[:10]
+        ]
         return [
             self.detector.finding(
                 at=ref,
@@ -218,14 +250,11 @@ class PartialSearches:
                 confidence=0.7,
                 message=(
                     f"the agent said {said!r} after searching {query} with {', '.join(ran)} "
-                    f"only: {', '.join(others)}, which takes the same query, never ran it"
+                    f"only: {missing}"
                     + (f" (and {len(partial) - 1} more searches alike)" if len(partial) > 1 else "")
                 ),
-                evidence=[ref, *(self.queries[q][2] for q, _, _ in partial[:5])],
-                values={
-                    "said": said,
-                    "searches": [{"query": q, "ran": r, "not_run": o} for q, r, o in partial[:10]],
-                },
+                evidence=[ref, *(self.queries[p[0]][2] for p in partial[:5])],
+                values={"said": said, "searches": searches},
                 run=run,
             )
         ]

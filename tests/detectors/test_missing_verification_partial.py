@@ -1,8 +1,9 @@
 """FM-3.2 `superlative_over_partial_search`: the agent calls an option the best of all after
 running only some of the tools that take the query.
 
-A parts shop (another domain) whose stock comes from two tools taking the same query, its near
-misses, and real tau-bench runs."""
+A parts shop (another domain) whose stock comes from two tools taking the same query, a hotel
+desk whose only search tool's name limits it to nearby rooms, their near misses, and real
+tau-bench runs."""
 
 from __future__ import annotations
 
@@ -144,6 +145,58 @@ def test_a_tool_the_agent_was_offered_but_never_ran_counts():
     assert _fm32([other]) == [] and _fm32([alone]) == []
 
 
+def _rooms(said: str, tools: tuple[str, ...], asked: str = "Find me the cheapest room.") -> list:
+    """A hotel desk (another shape): the agent searches rooms with `tools` only, all of which
+    it calls for the first time, then answers `said`."""
+    messages: list[Any] = [
+        {"role": "system", "content": "You book hotel rooms."},
+        {"role": "user", "content": asked},
+    ]
+    query = {"city": "Lyon", "night": "2025-06-01"}
+    for n, tool in enumerate(tools):
+        messages += [
+            tool_call(f"r{n}", tool, query),
+            {"role": "tool", "tool_call_id": f"r{n}", "content": '[{"room": "A2", "rate": 90}]'},
+        ]
+    return [*messages, {"role": "assistant", "content": said}, {"role": "user", "content": "Ok"}]
+
+
+def test_a_search_tool_whose_name_limits_it_needs_no_second_tool_seen():
+    said = "The cheapest room tonight is A2 at 90 euros."
+    found = _fm32([_rooms(said, ("search_nearby_rooms",))])
+    assert len(found) == 1
+    assert found[0].evidence["searches"][0]["limited_to"] == ["nearby"]
+    assert found[0].evidence["searches"][0]["not_run"] == []
+    assert "search_nearby_rooms only: its name limits it to nearby options" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "said,tools,asked",
+    [
+        # the claim or the user's request names the limit
+        ("The cheapest nearby room is A2.", ("search_nearby_rooms",), None),
+        ("The cheapest room is A2.", ("search_nearby_rooms",), "Cheapest room nearby, please?"),
+        # the tools that ran are limited differently: together they may cover every option
+        ("The cheapest room is A2.", ("search_nearby_rooms", "search_regional_rooms"), None),
+        # a name that says nothing of a limit
+        ("The cheapest room is A2.", ("search_rooms",), None),
+    ],
+)
+def test_claims_after_a_limited_search_that_stay_silent(
+    said: str, tools: tuple[str, ...], asked: str | None
+) -> None:
+    assert _fm32([_rooms(said, tools, asked or "Find me the cheapest room.")]) == []
+
+
+def test_the_name_limits_can_be_turned_off():
+    config = Config()
+    config.detectors.missing_verification.scoped_search_pattern = ""
+    run = _rooms("The cheapest room is A2.", ("search_nearby_rooms",))
+    assert _fm32([run], config) == []
+    with pytest.raises(ValueError, match="scoped_search_pattern"):
+        MissingVerificationConfig(scoped_search_pattern="(").validate()
+
+
 def test_what_earlier_runs_showed_is_not_carried_over():
     # An earlier run used both tools; this one only one: its findings must not depend on which
     # runs the same process saw before (worker processes, restarts).
@@ -183,15 +236,27 @@ def test_settings_and_bounds():
 def test_real_runs():
     # Runs 58 and 109 search SFO-SEA with search_onestop_flight only and call a business
     # round trip the cheapest; both searched other legs with both flight tools earlier in the
-    # run (both labelled FM-3.2: search_direct_flight never ran for SFO-SEA). Runs 6, 106 and
-    # 153 make the same kind of claim but never ran search_direct_flight at all: nothing in the
-    # run says a second tool exists, so they stay silent.
+    # run (both labelled FM-3.2: search_direct_flight never ran for SFO-SEA).
     for index in (58, 109):
         found = [
             f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
         ]
         assert ["search_direct_flight"] in [s["not_run"] for s in found[0].evidence["searches"]]
-    for index in (6, 106, 153):
+    # Runs 6, 7, 106 (ATL-PHL, "the cheapest economy option") and 153 (DEN-IAH, "the quickest
+    # return option") make the same kind of claim after search_onestop_flight alone and never
+    # run search_direct_flight at all: the tool's own name limits it to one-stop options (all
+    # labelled FM-3.2).
+    for index, said in ((6, "cheapest"), (7, "cheapest"), (106, "cheapest"), (153, "quickest")):
+        found = [
+            f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
+        ]
+        assert len(found) == 1 and said in found[0].evidence["said"]
+        assert found[0].evidence["searches"][0]["ran"] == ["search_onestop_flight"]
+        assert found[0].evidence["searches"][0]["limited_to"] == ["onestop"]
+    # Run 160's user asked for direct flights: its "cheapest" after direct searches only is
+    # scoped to them. Runs 27 and 177 call options the earliest and shortest after running both
+    # flight tools.
+    for index in (160, 27, 177):
         assert not [
             f for f in tau_findings(index, "FM-3.2") if f.rule == "superlative_over_partial_search"
         ]
@@ -205,8 +270,3 @@ def test_real_runs():
             if f.rule == "superlative_over_partial_search"
         ]
         assert ["search_direct_flight"] in [s["not_run"] for s in found[0].evidence["searches"]]
-    # Run 160's user asked for direct flights: its "cheapest" after direct searches only is
-    # scoped to them.
-    assert not [
-        f for f in tau_findings(160, "FM-3.2") if f.rule == "superlative_over_partial_search"
-    ]
