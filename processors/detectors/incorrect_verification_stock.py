@@ -6,11 +6,12 @@ price, per class (`available_seats: {economy: 0, business: 5}` beside `prices: {
 business: 306}`) or in all (`stock: 0` beside `price: 12`): the fields are found by name
 (`availability_field_pattern`, `price_field_pattern`), the item by its id-shaped values (letters
 and digits: `HAT088`, `SKU-12`). The agent then names the item to the user and, before the next
-item it names, quotes the price of a class with nothing left (a price no class with some left
-has), or the total of that price and the same class's price of the item it named just before
-(two legs, two parts of one offer). Unless it says beside it that none is left
-(`unavailable_said_pattern`), it read the availability and offered what is not there. One
-finding per run, at the reply, as the run goes; the latest read of an item is the one that counts.
+item it names (or a blank line, or 400 characters), quotes the price of a class with nothing
+left (a price no class with some left has), or the total of that price and the same class's
+price of the item it named just before (two legs, two parts of one offer). Unless it says beside
+it that none is left (`unavailable_said_pattern`), it read the availability and offered what is
+not there. One finding per run, at the reply, as the run goes; the latest read of an item is the
+one that counts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ _ITEM_ID = re.compile(r"^(?=[\w-]*[a-z])(?=[\w-]*\d)[\w-]{3,40}$", re.IGNORECASE
 # Objects looked at in one result, and results longer than this are not read.
 _MAX_NODES = 5000
 _MAX_RESULT = 200_000
+# What the agent says of an item runs to the next item it names, a blank line, or this many
+# characters, whichever comes first.
+_MAX_PART = 400
+_PARAGRAPH = re.compile(r"\n\s*\n")
 
 # One item as last read: (the read, the availability field's name, class -> (left, price)).
 Stock = tuple[StepRef, str, dict[str, tuple[float, float]]]
@@ -143,9 +148,12 @@ class OfferedUnavailable:
         named = [(m.start(), m.group(1).lower()) for m in self._pattern().finditer(text)]
         said = self.detector.unavailable_said
         least = self.detector.config.min_figure
+        if not named:
+            return []
+        ends = [at for at, _ in named[1:]] + [len(text)]
         parts = [
-            text[at : named[i + 1][0] if i + 1 < len(named) else len(text)]
-            for i, (at, _) in enumerate(named)
+            _PARAGRAPH.split(text[at:end])[0][:_MAX_PART]
+            for (at, _), end in zip(named, ends, strict=True)
         ]
         for i, (_, key) in enumerate(named):
             part = parts[i]

@@ -90,6 +90,11 @@ def test_offers_that_hold_or_say_it_is_gone_are_silent(said: str) -> None:
     assert _fm33([_shop(said)]) == []
 
 
+def test_a_figure_past_a_blank_line_is_not_said_of_the_item():
+    said = "DR-450 comes in 12V only.\n\nYour cart total so far is $149."
+    assert _fm33([_shop(said)]) == []
+
+
 def test_a_price_shared_by_a_class_with_stock_left_is_no_evidence():
     catalogue = [
         {"sku": "DR-450", "stock": {"12v": 5, "18v_kit": 0}, "prices": {"12v": 149, "18v_kit": 149}}
