@@ -30,6 +30,8 @@ Figures and windows the agent concluded (incorrect_verification_figures.py, _win
   window that the record's own date, read by id, says it has left.
 - `past_error_misread` (incorrect_verification_past.py): an error about a date already past
   told to the user as another reason (unavailable).
+- `unavailable_option_offered` (incorrect_verification_stock.py): an item offered at the
+  price of a class its own read showed none left of.
 - `user_word_over_record` (incorrect_verification_given.py): the agent repeats the user's
   description of a field ("as a Gold member") that the record it read gives another value.
 The per-run conclusions live in incorrect_verification_rules.py.
@@ -39,18 +41,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.incorrect_verification_config import (
+    IncorrectVerificationConfig,
+)
 from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
 from mast_otel.processors.detectors.incorrect_verification_given import UserWords
-from mast_otel.processors.detectors.incorrect_verification_past import (
-    DEFAULT_PAST_ERROR_EXCUSE,
-    PastErrors,
-)
+from mast_otel.processors.detectors.incorrect_verification_past import PastErrors
 from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
+from mast_otel.processors.detectors.incorrect_verification_stock import OfferedUnavailable
 from mast_otel.processors.detectors.incorrect_verification_window import WindowClaims
 from mast_otel.processors.detectors.missing_verification import (
     CHANGE_LEDGERS,
@@ -58,10 +60,7 @@ from mast_otel.processors.detectors.missing_verification import (
     MissingVerification,
 )
 from mast_otel.processors.detectors.signals import Health
-from mast_otel.processors.detectors.verification import (
-    DEFAULT_FAILURE_RESULT_PATTERN,
-    ChangeLedger,
-)
+from mast_otel.processors.detectors.verification import ChangeLedger
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -76,120 +75,6 @@ _HUMAN = StepKind.HUMAN
 # The same notion of a system-wide check as FM-3.2's default.
 _CHECK_TOOL = re.compile(DEFAULT_CHECK_TOOL_PATTERN, re.IGNORECASE)
 _MAX_CHANGES = 256
-
-
-@dataclass
-class IncorrectVerificationConfig:
-    """FM-3.3 incorrect verification: success declared while the last check shows trouble, or a
-    check made too early."""
-
-    # Run this detector.
-    enabled: bool = True
-    # A check sooner than this after the change may not see its effect yet.
-    min_settle_seconds: float = 5.0
-    # The result of a change that says it did not happen (case-insensitive regular
-    # expression), besides an error status. "" leaves only the error status.
-    failure_result_pattern: str = DEFAULT_FAILURE_RESULT_PATTERN
-    # A model output that tells the user a change succeeded.
-    success_statement_pattern: str = (
-        r"\b(has|have) been (successfully )?(\w+ed|sent|made|done)\b|\bsuccessfully\b|"
-        r"\bis (now )?(complete|confirmed|done)\b|\ball set\b"
-    )
-    # Identifiers of a shape a record can be checked against (regular expressions); an
-    # empty list turns `identity_mismatch` off.
-    identity_patterns: list[str] = field(default_factory=lambda: [r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"])
-    # The model noticing the record is not the user's.
-    mismatch_pattern: str = (
-        r"\b(does not|doesn't|do not|don't) match|\bmismatch|\bdifferent (email|account|"
-        r"address|profile|user)|\bnot the same\b|\bcould not (verify|confirm)"
-    )
-
-    # The current date in the run's instructions (`mast.task.description`): the first group
-    # is an ISO date (YYYY-MM-DD). "" turns `change_on_past_record` off.
-    current_date_pattern: str = (
-        r"\bcurrent (?:date|time|day)(?: is|:)\s*(?:now\s*)?(\d{4}-\d{2}-\d{2})"
-    )
-    # Records read and changes on them remembered per run for `change_on_past_record`.
-    max_tracked_records: int = 256
-    # Item dates more than this many days before the current date (a birth date) are not
-    # the record's business; a record needs a dated item within them.
-    past_window_days: int = 365
-    # `change_on_past_record` findings per run (one per record).
-    max_findings_per_run: int = 3
-    # Numbers below this are not figures for `rejected_figure` and `amount_does_not_cover`
-    # (list markers, counts of one or two).
-    min_figure: float = 10.0
-    # An amount said to cover another (`amount_does_not_cover`); "" turns the rule off.
-    covers_pattern: str = (
-        r"\b(?:will|would|can|could|should|to|does|do)?\s*(?:fully\s+)?(?:covers?|pays? for|"
-        r"(?:is|are) (?:enough|sufficient) (?:for|to cover)|suffices? for)\b"
-    )
-    # A sentence that says the amount does not (fully) cover: no finding.
-    covers_negation_pattern: str = (
-        r"\b(?:not|no|never|cannot|insufficient|partly|partially|part of|only)\b|n't\b"
-    )
-    # The agent saying something is within a window of N hours or days (group 1: N, group 2:
-    # the unit) for `window_claim_contradicts_record`; "" turns the rule off.
-    window_claim_pattern: str = (
-        r"\b(?:is|are|was|were|it's|falls?|still)\s+(?:\w+\s+){0,2}?within\s+(?:the\s+)?"
-        r"(?:last\s+|first\s+)?(\d+)[- ]?(hours?|days?|weeks?)\b"
-    )
-    # A sentence that says it is not within the window, or only if, or that it will check:
-    # no finding.
-    window_negation_pattern: str = (
-        r"\b(?:not|no longer|never|outside|beyond|past|if|unless|whether|only|ensure|verify|"
-        r"check|confirm)\b|n't\b"
-    )
-
-    # The agent saying an error's date is past (`past_error_misread` stays silent); "" turns
-    # the rule off.
-    past_error_excuse_pattern: str = DEFAULT_PAST_ERROR_EXCUSE
-    # Report the agent reasoning from the user's value of a field ("since you are a Gold
-    # member") that the record it read gives another (`user_word_over_record`).
-    check_user_words: bool = True
-
-    def validate(self) -> None:
-        """Every value of this section is valid."""
-        for key in ("max_tracked_records", "past_window_days", "max_findings_per_run"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"detectors.incorrect_verification.{key} must be >= 1")
-        if self.current_date_pattern and _groups("current_date_pattern", self) < 1:
-            raise ValueError(
-                "detectors.incorrect_verification.current_date_pattern needs a group: the date"
-            )
-        if self.window_claim_pattern and _groups("window_claim_pattern", self) < 2:
-            raise ValueError(
-                "detectors.incorrect_verification.window_claim_pattern needs two groups: "
-                "the number and the unit"
-            )
-        patterns = [
-            ("failure_result_pattern", self.failure_result_pattern),
-            ("success_statement_pattern", self.success_statement_pattern),
-            ("mismatch_pattern", self.mismatch_pattern),
-            ("covers_pattern", self.covers_pattern),
-            ("covers_negation_pattern", self.covers_negation_pattern),
-            ("window_claim_pattern", self.window_claim_pattern),
-            ("window_negation_pattern", self.window_negation_pattern),
-            ("past_error_excuse_pattern", self.past_error_excuse_pattern),
-            *(("identity_patterns", p) for p in self.identity_patterns),
-        ]
-        for name, pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(
-                    f"detectors.incorrect_verification.{name}: invalid regular expression ({exc})"
-                ) from exc
-
-
-def _groups(key: str, config: IncorrectVerificationConfig) -> int:
-    """The number of groups of the regular expression under `key`, or a ValueError naming it."""
-    try:
-        return re.compile(getattr(config, key)).groups
-    except re.error as exc:
-        raise ValueError(
-            f"detectors.incorrect_verification.{key}: invalid regular expression ({exc})"
-        ) from exc
 
 
 class IncorrectVerification(Detector):
@@ -224,6 +109,13 @@ class IncorrectVerification(Detector):
             re.compile(c.window_claim_pattern, flags) if c.window_claim_pattern else None
         )
         self.window_negation = re.compile(c.window_negation_pattern, flags)
+        self.availability_field = (
+            re.compile(c.availability_field_pattern, flags)
+            if c.availability_field_pattern
+            else None
+        )
+        self.price_field = re.compile(c.price_field_pattern, flags)
+        self.unavailable_said = re.compile(c.unavailable_said_pattern, flags)
 
     def share_ledger_of(self, source: MissingVerification) -> bool:
         """Read `source`'s ledger of each run if it follows calls exactly as this detector's
@@ -243,7 +135,16 @@ class IncorrectVerification(Detector):
 
 
 class _IncorrectVerificationRun(DetectorRun):
-    __slots__ = ("conclusions", "detector", "figures", "given", "ledger", "past", "windows")
+    __slots__ = (
+        "conclusions",
+        "detector",
+        "figures",
+        "given",
+        "ledger",
+        "past",
+        "stock",
+        "windows",
+    )
     kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
 
     def __init__(self, detector: IncorrectVerification, ledger: ChangeLedger | None = None) -> None:
@@ -258,6 +159,7 @@ class _IncorrectVerificationRun(DetectorRun):
         self.windows = WindowClaims(detector)
         self.past = PastErrors(detector)
         self.given = UserWords(detector) if detector.config.check_user_words else None
+        self.stock = OfferedUnavailable(detector) if detector.availability_field else None
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
@@ -269,7 +171,13 @@ class _IncorrectVerificationRun(DetectorRun):
         self.windows.observe(step, run)
         self.past.observe(step, run)
         given = self.given.observe(step, run) if self.given is not None else []
-        return [*self.conclusions.observe(step, run), *self.figures.observe(step, run), *given]
+        stock = self.stock.observe(step, run) if self.stock is not None else []
+        return [
+            *self.conclusions.observe(step, run),
+            *self.figures.observe(step, run),
+            *given,
+            *stock,
+        ]
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         return [

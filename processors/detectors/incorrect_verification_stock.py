@@ -1,0 +1,230 @@
+"""FM-3.3's `unavailable_option_offered`: the agent offers an item at the price of a class its own
+read showed none left of.
+
+A read (a search, a catalogue lookup) returned items that carry what is left of them and their
+price, per class (`available_seats: {economy: 0, business: 5}` beside `prices: {economy: 179,
+business: 306}`) or in all (`stock: 0` beside `price: 12`): the fields are found by name
+(`availability_field_pattern`, `price_field_pattern`), the item by its id-shaped values (letters
+and digits: `HAT088`, `SKU-12`). The agent then names the item to the user and, before the next
+item it names (or a blank line, or 400 characters), quotes the price of a class with nothing
+left (a price no class with some left has), or the total of that price and the same class's
+price of the item it named just before (two legs, two parts of one offer). Unless it says beside
+it that none is left (`unavailable_said_pattern`), it read the availability and offered what is
+not there. One finding per run, at the reply, as the run goes; the latest read of an item is the
+one that counts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.incorrect_verification_figures import figures
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
+from mast_otel.processors.run import Run
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
+
+_READ = ActionKind.READ
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
+# An item's name: an id-shaped value, letters and digits (not a date, a time or a word).
+_ITEM_ID = re.compile(r"^(?=[\w-]*[a-z])(?=[\w-]*\d)[\w-]{3,40}$", re.IGNORECASE)
+# Objects looked at in one result, and results longer than this are not read.
+_MAX_NODES = 5000
+_MAX_RESULT = 200_000
+# What the agent says of an item runs to the next item it names, a blank line, or this many
+# characters, whichever comes first.
+_MAX_PART = 400
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+# One item as last read: (the read, the availability field's name, class -> (left, price)).
+Stock = tuple[StepRef, str, dict[str, tuple[float, float]]]
+
+
+def _amounts(value: Any) -> dict[str, float] | None:
+    """A field's numbers: a map of class -> number, or one number under the class ""."""
+    if isinstance(value, bool):
+        return {"": 1.0 if value else 0.0}
+    if isinstance(value, int | float):
+        return {"": float(value)}
+    if isinstance(value, dict) and value:
+        out = {}
+        for key, number in value.items():
+            if isinstance(number, bool) or not isinstance(number, int | float):
+                return None
+            out[str(key)] = float(number)
+        return out
+    return None
+
+
+class OfferedUnavailable:
+    """Per run: the items read with what is left of them, and the replies that quote them."""
+
+    __slots__ = ("detector", "found", "items", "mentions")
+
+    def __init__(self, detector: IncorrectVerification) -> None:
+        self.detector = detector
+        # Item name (lowercase) -> (its name as read, its stock as last read).
+        self.items: dict[str, tuple[str, Stock]] = {}
+        # The pattern of the names read so far (None: to be made again).
+        self.mentions: re.Pattern[str] | None = None
+        self.found = False
+
+    def observe(self, step: Step, run: Run) -> list[Finding]:
+        if self.found:
+            return []
+        if step.kind is _TOOL and step.tool_name and not step.failed:
+            self._read(step, run)
+        elif step.kind is _LLM and step.output_text and self.items:
+            return self._reply(step, run)
+        return []
+
+    def _read(self, step: Step, run: Run) -> None:
+        detector = self.detector
+        text = step.tool_result
+        if len(text) > _MAX_RESULT:
+            return
+        doc = json_doc(text)
+        if doc is None:
+            return
+        if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+            return
+        assert detector.availability_field is not None
+        limit = detector.config.max_tracked_records
+        stack: list[Any] = [doc]
+        seen = 0
+        while stack and seen < _MAX_NODES:
+            node = stack.pop()
+            seen += 1
+            if isinstance(node, list):
+                stack.extend(node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            stack.extend(v for v in node.values() if isinstance(v, dict | list))
+            stock = self._stock(node, run.ref(step))
+            if stock is None:
+                continue
+            for value in node.values():
+                if isinstance(value, str) and _ITEM_ID.match(value):
+                    key = value.lower()
+                    if key in self.items or len(self.items) < limit:
+                        if key not in self.items:
+                            self.mentions = None
+                        self.items[key] = (value, stock)
+
+    def _stock(self, node: dict[str, Any], ref: StepRef) -> Stock | None:
+        """The item's classes with what is left and their price, if `node` carries both."""
+        detector = self.detector
+        assert detector.availability_field is not None
+        left = price = None
+        field = ""
+        for name, value in node.items():
+            name = str(name)
+            if left is None and detector.availability_field.search(name):
+                left, field = _amounts(value), name
+            elif price is None and detector.price_field.search(name):
+                price = _amounts(value)
+        if not left or not price:
+            return None
+        classes = {k: (left[k], price[k]) for k in left.keys() & price.keys()}
+        return (ref, field, classes) if classes else None
+
+    def _pattern(self) -> re.Pattern[str]:
+        if self.mentions is None:
+            names = sorted(self.items, key=len, reverse=True)
+            self.mentions = re.compile(
+                r"(?<![\w-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w-])",
+                re.IGNORECASE,
+            )
+        return self.mentions
+
+    def _reply(self, step: Step, run: Run) -> list[Finding]:
+        text = step.output_text[:20_000]
+        named = [(m.start(), m.group(1).lower()) for m in self._pattern().finditer(text)]
+        said = self.detector.unavailable_said
+        least = self.detector.config.min_figure
+        if not named:
+            return []
+        ends = [at for at, _ in named[1:]] + [len(text)]
+        parts = [
+            _PARAGRAPH.split(text[at:end])[0][:_MAX_PART]
+            for (at, _), end in zip(named, ends, strict=True)
+        ]
+        for i, (_, key) in enumerate(named):
+            part = parts[i]
+            if said.search(part):
+                continue
+            quoted = set(figures(part, least))
+            if not quoted:
+                continue
+            name, (read, field, classes) = self.items[key]
+            open_prices = {p for n, p in classes.values() if n > 0}
+            for cls, (n, p) in classes.items():
+                if n <= 0 and p in quoted and p not in open_prices:
+                    return self._found(step, run, [name], cls, p, read, field, part, name)
+            before = named[i - 1][1] if i else None
+            if before is None or before == key or said.search(parts[i - 1]):
+                continue
+            name0, (read0, field0, classes0) = self.items[before]
+            sums = {c: classes0[c][1] + classes[c][1] for c in classes0.keys() & classes.keys()}
+            open_sums = {s for c, s in sums.items() if classes0[c][0] > 0 and classes[c][0] > 0}
+            plain = open_prices | {p for n, p in classes0.values() if n > 0}
+            for cls, total in sums.items():
+                if total not in quoted or total in open_sums or total in plain:
+                    continue
+                if classes0[cls][0] <= 0:
+                    return self._found(
+                        step, run, [name0, name], cls, total, read0, field0, part, name0
+                    )
+                if classes[cls][0] <= 0:
+                    return self._found(
+                        step, run, [name0, name], cls, total, read, field, part, name
+                    )
+        return []
+
+    def _found(
+        self,
+        step: Step,
+        run: Run,
+        names: list[str],
+        cls: str,
+        price: float,
+        read: StepRef,
+        field: str,
+        part: str,
+        empty: str,
+    ) -> list[Finding]:
+        self.found = True
+        quoted = f"{price:g}"
+        which = f" in {cls.replace('_', ' ')}" if cls else ""
+        shown = f"{field}.{cls}" if cls else field
+        # The line that quotes the price, else the whole part.
+        line = next((ln for ln in part.splitlines() if price in figures(ln, 0)), part)
+        said = short(" ".join(line.split()), 200)
+        offer = " with ".join(names)
+        return [
+            self.detector.finding(
+                at=step,
+                rule="unavailable_option_offered",
+                confidence=0.7,
+                message=(
+                    f"the agent quoted {quoted} for {offer}{which} ({said!r}), but "
+                    f"{read.tool_name} showed {shown} = 0 for {empty}: none is left to offer"
+                ),
+                evidence=[read, step],
+                values={
+                    "items": names,
+                    "class": cls,
+                    "price": price,
+                    "unavailable": empty,
+                    "field": field,
+                    "said": said,
+                },
+                run=run,
+            )
+        ]
