@@ -16,8 +16,8 @@ Rules:
   when the user asked to keep it or the change left it as it was (clarification_records.py).
   A choice made before the instructions arrive (on the root span), or while it was the only
   one of its kind the agent had seen (it chose before looking), is decided at close;
-- `unmentioned_count`: in a conversation, a change sets a positive count whose subject no turn
-  spoke of (see clarification_counts.py): the agent assumed the number instead of asking.
+- `unmentioned_count`: in a conversation, a change sets a positive count whose subject neither
+  the user nor a question of the agent spoke of (clarification_counts.py): it assumed it.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class _ClarificationRun(DetectorRun):
             if step.kind is _LLM:
                 self._say(step.input_text)
                 self._say(step.output_text)
-                self.counts.spoken(step.output_text)
+                self.counts.agent_said(step.output_text)
                 if not step.tool_calls:
                     self._name_kinds(step.output_text)
             self.told = self.told or bool(step.input_text)
@@ -273,7 +273,7 @@ class _ClarificationRun(DetectorRun):
         if action.kind is _MUTATING and not findings:
             turns = self.config.counts_min_user_turns
             if turns and (count := self.counts.unmentioned(step.tool_arguments, turns)):
-                why, (key, value, _) = message(step.tool_name, *count), count
+                why, (key, value, *_) = message(step.tool_name, *count), count
                 values = {"argument": key, "value": value, "action": short(step.tool_arguments)}
                 findings.append(
                     self.detector.finding(step, "unmentioned_count", 0.6, why, [step], values, run)

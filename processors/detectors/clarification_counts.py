@@ -2,9 +2,12 @@
 
 In a conversation, a change that sets a positive count (an integer argument: `seats`,
 `total_baggages`, `nights`) whose subject (the argument name's words other than count words
-such as `total` or `number`) no turn of the conversation mentioned, neither the user's nor the
-agent's, was set on an assumption: the agent never asked how many, and the user never said.
-The call's outcome does not matter: a change refused for another reason carried the guess too.
+such as `total` or `number`) no user turn mentioned, nor any agent message that asks the user
+something (one with a question mark), was set on an assumption: the agent never asked how
+many, and the user never said. The agent's own statements ("Checked bag allowance: 2 free
+bags", a summary to confirm) put nothing to the user: a number it states there is still its
+own. The call's outcome does not matter: a change refused for another reason carried the
+guess too.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def _stem(word: str) -> str:
 class CountWatch:
     """The words of the conversation, to tell a count no turn spoke of."""
 
-    __slots__ = ("prefix", "qualifiers", "reported", "turns", "words")
+    __slots__ = ("prefix", "qualifiers", "reported", "stated", "turns", "words")
 
     def __init__(self, qualifiers: list[str], prefix: int) -> None:
         self.qualifiers = frozenset(q.lower() for q in qualifiers)
@@ -32,6 +35,8 @@ class CountWatch:
         # "baggage"), or are the same when shorter.
         self.prefix = prefix
         self.words: set[str] = set()
+        # Words only the agent's statements held: no one asked or answered about them.
+        self.stated: set[str] = set()
         self.turns = 0
         # (argument, value) already reported: a retry with the same guess is the same guess.
         self.reported: set[tuple[str, int]] = set()
@@ -44,10 +49,21 @@ class CountWatch:
         if text and len(self.words) < MAX_WORDS:
             self.words |= {_stem(w) for w in _WORD.findall(text.lower())}
 
-    def unmentioned(self, arguments: str, min_turns: int) -> tuple[str, int, list[str]] | None:
-        """The first (argument, value, subject words) of a positive count whose subject no
-        turn mentioned, once the user has spoken `min_turns` times; each (argument, value)
-        once per run."""
+    def agent_said(self, text: str) -> None:
+        """The agent's words: a message that asks the user something speaks of what it names;
+        a statement only tells."""
+        if "?" in text:
+            self.spoken(text)
+        elif text and len(self.stated) < MAX_WORDS:
+            self.stated |= {_stem(w) for w in _WORD.findall(text.lower())}
+
+    def unmentioned(
+        self, arguments: str, min_turns: int
+    ) -> tuple[str, int, list[str], bool] | None:
+        """The first (argument, value, subject words, whether only the agent's statements named
+        the subject) of a positive count whose subject neither a user turn nor a question of
+        the agent mentioned, once the user has spoken `min_turns` times; each (argument,
+        value) once per run."""
         if self.turns < min_turns or not arguments.lstrip().startswith("{"):
             return None
         try:
@@ -56,7 +72,7 @@ class CountWatch:
             return None
         if not isinstance(parsed, dict):
             return None
-        found: list[tuple[str, int, list[str]]] = []
+        found: list[tuple[str, int, list[str], bool]] = []
         for key, value in list(parsed.items())[:64]:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 continue
@@ -64,23 +80,26 @@ class CountWatch:
             subject = [w for w in subject if w not in self.qualifiers]
             if (str(key), value) in self.reported:
                 continue
-            if subject and not any(self._mentioned(w) for w in subject):
-                found.append((str(key), value, subject))
+            if subject and not any(self._mentioned(w, self.words) for w in subject):
+                stated = any(self._mentioned(w, self.stated) for w in subject)
+                found.append((str(key), value, subject, stated))
         # The call's other guesses are reported with its first: one finding per call.
         if len(self.reported) < 64:
-            self.reported.update((key, value) for key, value, _ in found)
+            self.reported.update((key, value) for key, value, *_ in found)
         return found[0] if found else None
 
-    def _mentioned(self, word: str) -> bool:
+    def _mentioned(self, word: str, words: set[str]) -> bool:
         head = word[: self.prefix]
-        return any(
-            w == word or (len(head) == self.prefix and w.startswith(head)) for w in self.words
-        )
+        return any(w == word or (len(head) == self.prefix and w.startswith(head)) for w in words)
 
 
-def message(tool: str, key: str, value: int, subject: list[str]) -> str:
-    """What an `unmentioned_count` finding says."""
-    return (
-        f"{tool} set {key}={value}, though no turn of the conversation spoke of "
-        f"{' '.join(subject)}: the agent assumed the number instead of asking"
+def message(tool: str, key: str, value: int, subject: list[str], stated: bool = False) -> str:
+    """What an `unmentioned_count` finding says (`stated`: only the agent's statements named
+    the subject)."""
+    said = (
+        f"though the user never spoke of {' '.join(subject)} (only the agent's own "
+        f"statements did; it never asked)"
+        if stated
+        else f"though no turn of the conversation spoke of {' '.join(subject)}"
     )
+    return f"{tool} set {key}={value}, {said}: the agent assumed the number instead of asking"

@@ -20,6 +20,13 @@ Decided when the run closes:
   answer leaves the request waiting until the user comes back with something
   (`deferral_pattern`: "once you have the reservation ID", "whenever you have the order
   number", "once you provide these details"): the agent stopped instead of finding it.
+
+Decided as the run goes:
+- `refused_what_tools_return`: the agent told the user it cannot look up or give a thing
+  (`refusal_pattern`: "I'm unable to provide information about your gift card balances"),
+  and a later successful call returned it (its result names at least half of the thing's
+  words, read as FM-2.6's `inability_then_done` reads them): it gave up on a request its
+  tools serve. Refusing a way of looking ("using just the user ID") is no giving up.
 """
 
 from __future__ import annotations
@@ -31,6 +38,13 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
+from mast_otel.processors.detectors.reasoning_claims import CLAIM_STOPWORDS
+from mast_otel.processors.detectors.reasoning_inability import (
+    INABILITY_PATTERN,
+    Belied,
+    Inabilities,
+    InabilityRules,
+)
 from mast_otel.processors.detectors.signals import is_final_answer
 from mast_otel.processors.model import Finding, Step, StepKind
 from mast_otel.processors.run import DetectorRun, Run
@@ -76,8 +90,13 @@ class PrematureTerminationConfig:
         r"questions)\b)"
     )
 
+    # `refused_what_tools_return`: the agent says it cannot look up or give a thing (group
+    # `object`); a later result naming it shows its tools serve it. "" turns the rule off.
+    refusal_pattern: str = INABILITY_PATTERN
+
     def validate(self) -> None:
         for key in (
+            "refusal_pattern",
             "required_final_pattern",
             "announcement_pattern",
             "reprompt_pattern",
@@ -115,6 +134,7 @@ class PrematureTermination(Detector):
             if self.config.deferral_pattern
             else None
         )
+        self.refusal = InabilityRules(self.config.refusal_pattern, CLAIM_STOPWORDS, thing_only=True)
 
     def open(self, run: Run) -> DetectorRun:
         return _PrematureRun(self)
@@ -133,6 +153,7 @@ class _PrematureRun(DetectorRun):
         "human_after_tool",
         "last_model",
         "last_tool",
+        "refusals",
         "reprompt",
         "required",
     )
@@ -157,6 +178,8 @@ class _PrematureRun(DetectorRun):
         self.human_after_tool = False
         # A successful change was made: the request was acted on.
         self.changed = False
+        # What the agent said it cannot look up or give, until a result shows it could.
+        self.refusals = Inabilities(detector.refusal)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _TOOL and step.tool_name:
@@ -164,10 +187,14 @@ class _PrematureRun(DetectorRun):
             self.calls += 1
             self.empty = None
             self.human_after_tool = False
-            if not self.changed and not step.failed:
-                action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-                self.changed = action.kind is ActionKind.MUTATING
+            if step.failed or (self.changed and not self.refusals.pending):
+                return ()
+            action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
+            self.changed = self.changed or action.kind is ActionKind.MUTATING
+            acts = action.kind is ActionKind.MUTATING or action.kind is ActionKind.READ
+            return [self._refused(b, run) for b in self.refusals.belied(step, acts)]
         elif step.kind is _LLM:
+            self.refusals.model(step, run)
             self.last_model = step
             blank = _blank(step)
             self.content_seen = self.content_seen or bool(
@@ -188,6 +215,21 @@ class _PrematureRun(DetectorRun):
                 self.reprompt = (self.empty, step)
             self.empty = None
         return ()
+
+    def _refused(self, belied: Belied, run: Run) -> Finding:
+        return self.detector.finding(
+            at=belied.where,
+            rule="refused_what_tools_return",
+            confidence=0.65,
+            message=(
+                f"the agent told the user {belied.said!r}, yet {belied.call} returned it (its "
+                f"result names {', '.join(belied.shown)}): it gave up on a request its tools "
+                f"serve"
+            ),
+            evidence=[belied.where, belied.step],
+            values={"said": belied.said, "call": belied.call, "named": belied.shown},
+            run=run,
+        )
 
     def on_close(self, run: Run) -> Iterable[Finding]:
         findings = list(self._ending(run))

@@ -34,7 +34,11 @@ from mast_otel.processors.detectors.reasoning_compare import announced, compare
 from mast_otel.processors.detectors.reasoning_error import ErrorFigureRules, ErrorFigures
 from mast_otel.processors.detectors.reasoning_fields import FieldRules, Fields
 from mast_otel.processors.detectors.reasoning_groups import Groups
-from mast_otel.processors.detectors.reasoning_inability import Inabilities, InabilityRules
+from mast_otel.processors.detectors.reasoning_inability import (
+    INABILITY_PATTERN,
+    Inabilities,
+    InabilityRules,
+)
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.detectors.reasoning_sign import Refunds, SignRules
@@ -104,13 +108,7 @@ class ReasoningActionConfig:
     # `inability_then_done`: the model says it is not able to look something up (the thing in
     # group `object`); a later result naming it belies that. "" turns the rule off.
     # ("provide" only of information: "I cannot provide a refund" refuses no look-up).
-    inability_pattern: str = (
-        r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
-        r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"
-        r"(?:provide|share|give)(?:\s+you)?(?:\s+with)?"
-        r"(?=\s+(?:any\s+|specific\s+|the\s+)?(?:information|details|data)\b))\b"
-        r"(?:\s+or\s+\w+)?|\bI (?:don't|do not) have access to)(?P<object>[^.!?\n]*)"
-    )
+    inability_pattern: str = INABILITY_PATTERN
     # Words before a claim in its sentence that make it no claim ("once they have been added",
     # "if it has been sent", "not yet").
     claim_condition_pattern: str = (
@@ -225,7 +223,7 @@ class ReasoningAction(Detector):
         self.claims = ClaimRules(self.config)
         self.reports = ReportRules(self.config, self.classifier)
         self.fields = FieldRules(self.config)
-        self.inability = InabilityRules(self.config)
+        self.inability = InabilityRules(self.config.inability_pattern, self.config.claim_stopwords)
         self.sign = SignRules(self.config)
         self.calculation = CalculationRules(self.config)
         self.error_figure = ErrorFigureRules(self.config)

@@ -14,15 +14,23 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from mast_otel.processors.detectors.base import json_doc, short
 from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+# The model says it is not able to look something up (the thing in group `object`).
+# ("provide" only of information: "I cannot provide a refund" refuses no look-up).
+INABILITY_PATTERN = (
+    r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
+    r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"
+    r"(?:provide|share|give)(?:\s+you)?(?:\s+with)?"
+    r"(?=\s+(?:any\s+|specific\s+|the\s+)?(?:information|details|data)\b))\b"
+    r"(?:\s+or\s+\w+)?|\bI (?:don't|do not) have access to)(?P<object>[^.!?\n]*)"
+)
 
 # Words that name no thing of their own in what was refused.
 _VAGUE = frozenset(
@@ -62,15 +70,25 @@ _MAX_RESULT = 50_000
 
 
 class InabilityRules:
-    """The rule's pattern and words, compiled once per detector."""
+    """The rule's pattern and words, compiled once per detector. With `thing_only`, a refusal
+    of a way of looking ("using just the user ID") is not remembered: only a thing refused
+    outright ("information about your gift card balances")."""
 
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        self.pattern = (
-            re.compile(config.inability_pattern, re.IGNORECASE)
-            if config.inability_pattern
-            else None
-        )
-        self.stopwords = frozenset(w.lower() for w in config.claim_stopwords) | _VAGUE
+    def __init__(self, pattern: str, stopwords: Iterable[str], thing_only: bool = False) -> None:
+        self.pattern = re.compile(pattern, re.IGNORECASE) if pattern else None
+        self.stopwords = frozenset(w.lower() for w in stopwords) | _VAGUE
+        self.thing_only = thing_only
+
+
+class Belied(NamedTuple):
+    """A refusal a later result belied: where it was said, the words said, the call that
+    returned the thing, and the thing's words the result names."""
+
+    where: StepRef
+    said: str
+    call: str
+    step: Step
+    shown: list[str]
 
 
 class Inabilities:
@@ -93,6 +111,8 @@ class Inabilities:
             parts = _MEANS.split(match.group("object") or "", maxsplit=1)
             thing, means = parts[0], parts[1] if len(parts) > 1 else ""
             stems, ways = self._stems(thing), self._stems(means)
+            if ways and self.rules.thing_only:
+                continue
             if stems and len(self.pending) < _MAX_PENDING:
                 said = around(text, match.start(), match.end())
                 self.pending.append((run.ref(step), said, stems, ways))
@@ -104,22 +124,8 @@ class Inabilities:
 
     def tool(self, step: Step, acts: bool, run: Run, emit: Emit) -> list[Finding]:
         """A successful read or change (`acts`) whose result names a refused thing."""
-        if not self.pending or not acts or step.failed or not step.tool_result:
-            return []
-        # Each stem of the result's words, with the first word that has it (for the message).
-        words: dict[str, str] = {}
-        for word in _WORD.findall(step.tool_result[:_MAX_RESULT].lower()):
-            words.setdefault(stem(word), word)
-        keys = {stem(w) for w in _WORD.findall(_keys(step.tool_arguments))}
         findings: list[Finding] = []
-        left = []
-        for refusal in self.pending:
-            where, said, stems, ways = refusal
-            shown = sorted(words[s] for s in stems & words.keys())
-            if 2 * len(shown) < len(stems) or (ways and not ways & keys):
-                left.append(refusal)
-                continue
-            call = f"{step.tool_name}({short(step.tool_arguments, 120)})"
+        for where, said, call, _, shown in self.belied(step, acts):
             findings.extend(
                 emit(
                     where,
@@ -132,8 +138,31 @@ class Inabilities:
                     run,
                 )
             )
-        self.pending = left
         return findings
+
+    def belied(self, step: Step, acts: bool) -> list[Belied]:
+        """The refusals a successful read or change (`acts`) belies: its result names at least
+        half of the thing's words (and, for a refused way of looking, an argument name holds
+        a word of that way). Each refusal is belied once."""
+        if not self.pending or not acts or step.failed or not step.tool_result:
+            return []
+        # Each stem of the result's words, with the first word that has it (for the message).
+        words: dict[str, str] = {}
+        for word in _WORD.findall(step.tool_result[:_MAX_RESULT].lower()):
+            words.setdefault(stem(word), word)
+        keys = {stem(w) for w in _WORD.findall(_keys(step.tool_arguments))}
+        belied: list[Belied] = []
+        left = []
+        for refusal in self.pending:
+            where, said, stems, ways = refusal
+            shown = sorted(words[s] for s in stems & words.keys())
+            if 2 * len(shown) < len(stems) or (ways and not ways & keys):
+                left.append(refusal)
+                continue
+            call = f"{step.tool_name}({short(step.tool_arguments, 120)})"
+            belied.append(Belied(where, said, call, step, shown))
+        self.pending = left
+        return belied
 
 
 def _keys(arguments: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
+from mast_otel.processors.detectors.premature_termination import PrematureTerminationConfig
 from tests.imported import tau_file, tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, only, rules
 
@@ -189,3 +190,66 @@ def test_fm31_tau_bench_ends_waiting_for_a_reservation_id_it_had_listed():
     assert "whenever you have the reservation ID" in findings[0].message
     # Run 55 made its three changes and signs off: silent.
     assert tau_findings(55, "FM-3.1") == []
+
+
+# --- the agent refuses what its own tools return ---------------------------------------------
+
+_ACCOUNT = (
+    '{"customer_id": "c-88", "email": "li@shop.io", "store_credit": {"balance": 40}, '
+    '"orders": ["O-17", "O-22"]}'
+)
+
+
+def _shop(refusal: str, result: str = _ACCOUNT) -> RunBuilder:
+    """A shop assistant refuses the first question, then serves a second one with a read."""
+    run = RunBuilder(agent="shop")
+    run.human("How much store credit do I have left?")
+    run.final(refusal)
+    run.human("Fine. Then please return order O-17, I'm c-88.")
+    run.llm(input_text="Fine. Then please return order O-17, I'm c-88.", calls=("get_customer",))
+    run.tool("get_customer", {"customer_id": "c-88"}, result)
+    run.tool("create_return", {"order_id": "O-17"}, '{"return_id": "R-5", "status": "open"}')
+    run.final("Return R-5 is open for O-17.")
+    return run
+
+
+def test_fm31_shop_refuses_store_credit_that_a_later_read_returns():
+    run = _shop("I'm unable to provide information about your store credit balance. Sorry!")
+    findings = only(analyse(run.steps)[0], "FM-3.1")
+    assert [(f.rule, f.span_id) for f in findings] == [
+        ("refused_what_tools_return", run.steps[1].span_id)
+    ]
+    assert "unable to provide information about your store credit" in findings[0].message
+    assert 'get_customer({"customer_id": "c-88"})' in findings[0].message
+    config = DetectorsConfig()
+    config.premature_termination.refusal_pattern = ""
+    assert rules(run.steps, config, mode="FM-3.1") == []
+
+
+def test_fm31_a_refused_way_of_looking_or_a_thing_no_result_holds_is_no_giving_up():
+    # Refusing a way ("using just your email") asks for another identifier.
+    way = _shop("I'm unable to look up store credit using just your email. Your customer id?")
+    # No result of the run holds what was refused (a loyalty tier).
+    other = _shop("I'm unable to provide information about your loyalty tier. Sorry!")
+    # A refusal of an action is no refusal to look something up.
+    action = _shop("I cannot provide a refund as store credit. Sorry!")
+    for run in (way, other, action):
+        assert rules(run.steps, mode="FM-3.1") == []
+
+
+def test_fm31_refusal_pattern_is_checked():
+    with pytest.raises(ValueError, match=r"premature_termination\.refusal_pattern"):
+        PrematureTerminationConfig(refusal_pattern="(").validate()
+
+
+@needs_tau
+def test_fm31_tau_bench_refuses_balances_its_profile_read_returns():
+    # Run 109: "I'm unable to provide information about your gift card balances" (2) and the
+    # certificate balances (4); get_user_details returns both at 9 (labelled FM-3.1 at 2).
+    findings = tau_findings(109, "FM-3.1")
+    assert [f.rule for f in findings] == ["refused_what_tools_return"] * 2
+    assert "gift card balances" in findings[0].message
+    assert "get_user_details" in findings[0].message
+    # Run 33 refuses a way of looking ("using just the user ID"), then looks the user up:
+    # FM-2.6's case, not giving up.
+    assert tau_findings(33, "FM-3.1") == []
