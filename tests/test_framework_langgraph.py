@@ -25,6 +25,8 @@ def test_each_scenario_is_read_right(collected, scenario):
     check_scenario(stored, runs[scenario.name], scenario, (SERVICE,))
     steps = stored.steps_of(runs[scenario.name][0])
     llm = [s for s in steps if s["kind"] == "llm"]
+    # The tools each model call was offered, from the framework's own tool definitions.
+    assert all({t.tool for t in scenario.tools} <= set(s["tools_offered"]) for s in llm)
     assert len(llm) == len(scenario.turns) and all(s["model"] == "gpt-4o-mini" for s in llm)
     assert [c["name"] for s in llm for c in s["tool_calls"]] == [t.tool for t in scenario.tools]
     # The ToolMessage's content is the result, not the message around it.
