@@ -13,9 +13,9 @@ Rules:
   only one), while tool results offered others (of its kind, or side by side with it) that the
   instructions allow for that argument of that tool (`instructions_restrict_offers`): it chose
   among them instead of asking which one. A value the changed record already held is no pick
-  when the user asked to keep it or the change left it as it was (clarification_records.py).
-  A choice made before the instructions arrive (on the root span), or while it was the only
-  one of its kind the agent had seen (it chose before looking), is decided at close;
+  when the user asked to keep it, or said yes to keeping it, or the change left it as it was
+  (clarification_records.py). A choice made before the instructions arrive, or while it was
+  the only one of its kind the agent had seen (it chose before looking), is decided at close;
 - `unmentioned_count`: in a conversation, a change sets a positive count whose subject neither
   the user nor a question of the agent spoke of (clarification_counts.py): it assumed it.
 """
@@ -47,7 +47,7 @@ from mast_otel.processors.detectors.clarification_offers import (
     string_arguments,
     tokens,
 )
-from mast_otel.processors.detectors.clarification_records import TargetRecords
+from mast_otel.processors.detectors.clarification_records import REUSE, TargetRecords
 from mast_otel.processors.detectors.signals import words
 from mast_otel.processors.model import Finding, Step, StepKind
 from mast_otel.processors.run import DetectorRun, Run
@@ -90,9 +90,10 @@ class ClarificationConfig:
     # are changed, the user needs to provide one gift card or credit card": no certificate)
     # are no option: with one allowed offer left, the choice was forced, not made unasked.
     instructions_restrict_offers: bool = True
-    # A user's words asking to keep what a record has ("the original payment method"): the
-    # record's own value for the argument their sentence names is then theirs; "" turns it off.
-    reuse_pattern: str = r"\b(?:original|same|existing|previous|usual)\b"
+    # A user's words asking to keep what a record has ("the original payment method"), or the
+    # agent's proposal they answered saying so: the record's own value for the argument the
+    # sentence names is then theirs; "" turns it off.
+    reuse_pattern: str = REUSE
     # A record's own value passed to a change whose result shows the record holding it as often
     # as before (nothing charged to it, nothing moved) was no choice to ask about.
     unchanged_choice_is_no_choice: bool = True
@@ -164,9 +165,7 @@ class _ClarificationRun(DetectorRun):
         "unclear",
         "user_said",
     )
-    kinds = frozenset(
-        {StepKind.HUMAN, StepKind.LLM, StepKind.AGENT, StepKind.HANDOFF, StepKind.TOOL}
-    )
+    kinds = frozenset({_HUMAN, _LLM, _AGENT, _HANDOFF, _TOOL})
 
     def __init__(self, detector: Clarification) -> None:
         self.detector = detector
@@ -232,6 +231,7 @@ class _ClarificationRun(DetectorRun):
                 self._say(step.input_text)
                 self._say(step.output_text)
                 self.counts.agent_said(step.output_text)
+                self.records.agent_said(step.output_text)
                 if not step.tool_calls:
                     self._name_kinds(step.output_text)
             self.told = self.told or bool(step.input_text)

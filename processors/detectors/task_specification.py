@@ -10,7 +10,8 @@ defaults):
   explicit confirmation before changes (`confirmation_required_pattern`), and a mutating call
   follows a user turn that does not affirm (`affirmative_pattern`), or follows the agent's own
   new proposal that no user turn answered, or retries a failed change with other arguments in
-  the same user turn (the user agreed to the first details, not these);
+  the same user turn (the user agreed to the first details, not these; arguments compare as
+  values, key order and spacing aside);
 - `escalation_after_refusal`: the instructions say to escalate to a person only when a request
   cannot be handled (`escalate_only_pattern`), and the agent escalates (a call whose tool name
   matches `escalation_tool_pattern`) after it told the user the request is not allowed
@@ -24,7 +25,9 @@ defaults):
   (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
   voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
 - `change_with_unlisted_detail`: under the same instructions, a change the user did confirm
-  carries an identifier (`detail_value_pattern`) no turn named before (see
+  carries an identifier (`detail_value_pattern`) no turn named before, and not one the user's
+  words chose (the changed record's own value kept as asked, `detail_reuse_pattern`, or as
+  the proposal they said yes to put it; one of the kind their yes named; see
   task_specification_details.py);
 - `change_before_prerequisites`: a change made before the agent obtained what the instructions
   say to obtain first for changes of its verb (`prerequisite_pattern`; see
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.detectors.clarification_records import REUSE
 from mast_otel.processors.detectors.task_specification_offer import optional
 from mast_otel.processors.detectors.task_specification_policy import (
     AFFIRMATIVE,
@@ -133,6 +137,13 @@ class TaskSpecificationConfig:
     # change (an identifier: a name and a number, such as a payment method's id); "" turns the
     # `change_with_unlisted_detail` rule off.
     detail_value_pattern: str = r"\b(?P<kind>[a-z][a-z_.-]{2,40}?)[_.-]?\d{3,}\b"
+    # A user's words asking to keep what a record has ("the original payment method"), or the
+    # agent's proposal they said yes to saying so: the changed record's own value for the
+    # argument the sentence names is then no unlisted detail; "" turns it off.
+    detail_reuse_pattern: str = REUSE
+    # A changed record's own value that the change's result shows the record holding as often
+    # as before (nothing charged to it, nothing moved) is no unlisted detail.
+    detail_unchanged: bool = True
     # Argument names whose values are the agent's own to write (a summary, a note).
     free_argument_pattern: str = r"summary|note|comment|reason|message|description|title|body"
     # The agent offering such a thing in its words to the user (not when negated: "I cannot
@@ -172,6 +183,7 @@ class TaskSpecificationConfig:
             "schedule_key_pattern",
             "prerequisite_pattern",
             "detail_value_pattern",
+            "detail_reuse_pattern",
             "free_argument_pattern",
             "change_window_pattern",
             "creation_key_pattern",
@@ -211,6 +223,7 @@ class TaskSpecification(Detector):
         self.current_time = optional(c.current_time_pattern)
         self.schedule_key = re.compile(c.schedule_key_pattern, flags)
         self.detail_value = optional(c.detail_value_pattern)
+        self.detail_reuse = optional(c.detail_reuse_pattern)
         self.free_argument = re.compile(c.free_argument_pattern, flags)
         self.change_window = optional(c.change_window_pattern)
         self.creation_key = re.compile(c.creation_key_pattern, flags)

@@ -9,12 +9,19 @@ conversation named before the change (the user's or the agent's words: the ident
 digits, a value of the result object that holds it such as a card's last four digits, or its
 kind when tool results offered only one of that kind or showed nothing else that would name it)
 was not among the details the user said yes to. An identifier a read looked up before (the
-customer, the order) is the change's context, not such a detail.
+customer, the order) is the change's context, not such a detail. Nor is one the user's own words
+chose: the changed record's own value when the user asked to keep it ("refund to the original
+payment method": `detail_reuse_pattern`, read as FM-2.2 reads it), or said yes to the agent's
+proposal that put it so ("your original payment method will be used"), or when the change's
+result shows the record holding it as before (nothing charged or moved: `detail_unchanged`);
+nor one of the kind the user's yes itself named ("yes, and use a gift card"): which one of
+several that was is a choice made without asking (FM-2.2's `unasked_choice`), not a detail
+kept from the user.
 """
 
 from __future__ import annotations
 
-import re
+from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.clarification_offers import (
     DIGITS,
@@ -25,6 +32,10 @@ from mast_otel.processors.detectors.clarification_offers import (
     string_arguments,
     tokens,
 )
+from mast_otel.processors.detectors.clarification_records import TargetRecords
+
+if TYPE_CHECKING:
+    from mast_otel.processors.detectors.task_specification import TaskSpecification
 
 # Tokens and identifiers remembered per run (a bound on memory; past it, nothing is learnt).
 MAX_WORDS = 50_000
@@ -34,11 +45,15 @@ class DetailWatch:
     """What the conversation named, and what tool results offered, to tell the details of a
     change that were never put to the user."""
 
-    __slots__ = ("aliases", "choice", "free", "kinds", "offered", "said")
+    __slots__ = ("aliases", "choice", "free", "kinds", "offered", "records", "said", "yes_kinds")
 
-    def __init__(self, choice: re.Pattern[str] | None, free: re.Pattern[str]) -> None:
-        self.choice = choice
-        self.free = free
+    def __init__(self, detector: TaskSpecification, unchanged: bool = True) -> None:
+        self.choice = choice = detector.detail_value
+        self.free = detector.free_argument
+        # The records results returned and the user's asks to keep their values; the kinds
+        # the user's last turn (the yes a change follows) named.
+        self.records = TargetRecords(choice, detector.detail_reuse, unchanged)
+        self.yes_kinds: set[str] = set()
         # Tokens of the conversation, the kinds its words name, the identifiers results
         # offered by kind, and the other values of the object holding each.
         self.said: set[str] = set()
@@ -46,10 +61,18 @@ class DetailWatch:
         self.offered: dict[str, set[str]] = {}
         self.aliases: dict[str, set[str]] = {}
 
-    def spoken(self, text: str) -> None:
+    def spoken(self, text: str, agent: bool = False) -> None:
         if self.choice is not None and text and len(self.said) < MAX_WORDS:
             self.said |= tokens(text)
             self.kinds |= set(kind_words(text))
+        if agent:
+            self.records.agent_said(text)
+
+    def user_turn(self, text: str) -> None:
+        self.spoken(text)
+        if self.choice is not None:
+            self.yes_kinds = set(kind_words(text)) if text else set()
+            self.records.user_turn(text)
 
     def looked_up(self, arguments: str) -> None:
         """A read's arguments: the records it looked up (the customer, the order) are the
@@ -65,9 +88,19 @@ class DetailWatch:
             self.offered.setdefault(kind, set()).add(value)
         for value, others in objects_holding(text[:100_000], choice):
             self.aliases.setdefault(value, set()).update(others)
+        self.records.learn(text)
 
-    def unlisted(self, arguments: str) -> tuple[str, str] | None:
-        """The first (argument, identifier) of a change that the conversation never named."""
+    def unlisted(
+        self, arguments: str, result: str = "", failed: bool = False
+    ) -> tuple[str, str] | None:
+        """The first (argument, identifier) of a change that the conversation never named;
+        then the change's result (the record as it now is) is learnt."""
+        found = self._unlisted(arguments, result)
+        if not failed:
+            self.records.learn(result)
+        return found
+
+    def _unlisted(self, arguments: str, result: str) -> tuple[str, str] | None:
         choice = self.choice
         if choice is None:
             return None
@@ -83,8 +116,12 @@ class DetailWatch:
                 continue
             if any(d in self.said or d[-4:] in self.said for d in DIGITS.findall(lowered)):
                 continue
+            if self.records.kept(pairs, key, value, result):
+                continue  # the record's own value, kept as the user asked or left as it was
             kind = kind_of(choice, lowered)
             named = kind_words(kind)
+            if named and all(w in self.yes_kinds for w in named):
+                continue  # the user's yes named its kind: which one is a choice (FM-2.2)
             only = self.offered.get(kind, set()) <= {lowered}
             unknown = lowered not in self.aliases  # what would name it ("ending in 7334")?
             if named and all(w in self.kinds for w in named) and (only or unknown):

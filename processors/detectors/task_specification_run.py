@@ -103,8 +103,8 @@ class TaskSpecificationRun(DetectorRun):
         self.policy: Policy | None = None
         self.policy_version = -1
         # The last user turn; whether the agent proposed something new since (a text turn
-        # with no call); a change that failed in this user turn (tool, arguments); the agent's
-        # first refusal (its words); the calls decided at close.
+        # with no call); a change that failed in this user turn (tool, call with key order
+        # and spacing aside); the agent's first refusal (its words); the calls held to close.
         self.user_text = ""
         self.user_turns = 0
         self.proposal = False
@@ -123,7 +123,7 @@ class TaskSpecificationRun(DetectorRun):
             detector.current_time, detector.schedule_key, self.config.max_findings_per_run
         )
         self.window = WindowWatch(detector, self.config.max_findings_per_run)
-        self.details = DetailWatch(detector.detail_value, detector.free_argument)
+        self.details = DetailWatch(detector, self.config.detail_unchanged)
         self.offers = OfferWatch(
             detector.offer if detector.no_proactive_offer else None, detector.offer_request
         )
@@ -172,7 +172,7 @@ class TaskSpecificationRun(DetectorRun):
                 self._user_turn(step.input_text)
             if step.output_text:
                 self.prerequisites.said(step.output_text)
-                self.details.spoken(step.output_text)
+                self.details.spoken(step.output_text, agent=True)
                 self.refusals.spoken(step.output_text)
                 if not step.tool_calls:
                     self.proposal = True
@@ -244,7 +244,7 @@ class TaskSpecificationRun(DetectorRun):
         self.user_text = text
         self.user_turns += 1
         self.offers.user_turn(text)
-        self.details.spoken(text)
+        self.details.user_turn(text)
         self.prerequisites.said(text)
         self.proposal = False
         self.failed_change = None
@@ -254,15 +254,13 @@ class TaskSpecificationRun(DetectorRun):
         call = f"{step.tool_name}({short(step.tool_arguments, 200)})"
         self.prerequisites.change(run.ref(step), step.tool_name, call)
         said = short(self.user_text, 200)
+        same = self.detector.classifier.canonical_call(step.tool_name, step.tool_arguments)
         why = ""
         if not self.user_text:
             why = "no user turn came before it"
         elif self.proposal:
             why = f"the agent proposed something new after the user's last turn ({said!r})"
-        elif self.failed_change is not None and self.failed_change != (
-            step.tool_name,
-            step.tool_arguments,
-        ):
+        elif self.failed_change is not None and self.failed_change != (step.tool_name, same):
             why = (
                 f"it retries a failed {self.failed_change[0]} with other arguments, which the "
                 f"user's last turn ({said!r}) did not see"
@@ -270,8 +268,9 @@ class TaskSpecificationRun(DetectorRun):
         elif not self.detector.affirms(self.user_text):
             why = f"the user's last turn does not confirm it: {said!r}"
         if step.failed:
-            self.failed_change = (step.tool_name, step.tool_arguments)
-        if not why and (found := self.details.unlisted(step.tool_arguments)):
+            self.failed_change = (step.tool_name, same)
+        found = self.details.unlisted(step.tool_arguments, step.tool_result, step.failed)
+        if not why and found:
             key, value = found
             detail = f"{key}={value}"
             message = f"{call} carries {detail}, which no turn named before the user's yes "

@@ -150,10 +150,13 @@ class WindowWatch:
             if _excepted(held.record, words, always):
                 continue
             age = int((now - created).total_seconds() // 3600)
+            # The fields the clause names, but the resource's own name (no exception).
             shown = {
                 k: v
                 for k, v in held.record.items()
-                if set(_WORD.findall(f"{k} {v}".lower())) & words and verb not in v.lower()
+                if set(_WORD.findall(f"{k} {v}".lower())) & words
+                and verb not in v.lower()
+                and v.lower() != held.resource.lower()
             }
             why = f"{held.call} changes {held.resource}, created {stamp}, {age} h "
             why += f"before the current time the instructions state, outside their {hours}-hour "

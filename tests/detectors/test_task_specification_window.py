@@ -114,3 +114,25 @@ def test_fm11_real_run_cancels_an_economy_trip_booked_days_before_without_insura
     # run 28 cancels business trips and ones with insurance; run 58 one booked 23 h before
     for index in (28, 58):
         assert [f for f in tau_findings(index, "FM-1.1") if f.rule == "change_outside_window"] == []
+
+
+def test_fm11_the_resource_s_own_name_is_no_exception_shown():
+    # an id that shares a word with the clause ("standard") names the order, not an exception
+    order = {**ORDER, "order_id": "STANDARD-4410"}
+    run = _cancel(order)
+    for step in run:
+        if step.tool_arguments:
+            step.tool_arguments = step.tool_arguments.replace("ORD-4410", "STANDARD-4410")
+    findings = [f for f in analyse(run)[0] if f.mode == "FM-1.1"]
+    assert [f.rule for f in findings] == ["change_outside_window"]
+    shown = findings[0].message.split("they name")[1]
+    assert "order_id" not in shown and "shipping='standard'" in shown
+
+
+@needs_tau
+def test_fm11_real_run_s_exceptions_leave_out_the_reservation_s_own_id():
+    # run 81 cancels D1EW9B (basic economy, no insurance, booked 271 h before)
+    found = [f for f in tau_findings(81, "FM-1.1") if f.rule == "change_outside_window"]
+    assert len(found) == 1 and "D1EW9B" in found[0].message
+    shown = found[0].message.split("they name")[1]
+    assert "reservation_id" not in shown and "insurance='no'" in shown
