@@ -34,6 +34,8 @@ Figures and windows the agent concluded (incorrect_verification_figures.py, _win
   price of a class its own read showed none left of.
 - `user_word_over_record` (incorrect_verification_given.py): the agent repeats the user's
   description of a field ("as a Gold member") that the record it read gives another value.
+- `refusal_against_permission` (incorrect_verification_permission.py): the agent tells the user
+  an action is not allowed that the run's instructions grant without condition.
 The per-run conclusions live in incorrect_verification_rules.py.
 """
 
@@ -51,6 +53,7 @@ from mast_otel.processors.detectors.incorrect_verification_config import (
 from mast_otel.processors.detectors.incorrect_verification_figures import FigureChecks
 from mast_otel.processors.detectors.incorrect_verification_given import UserWords
 from mast_otel.processors.detectors.incorrect_verification_past import PastErrors
+from mast_otel.processors.detectors.incorrect_verification_permission import RefusedPermissions
 from mast_otel.processors.detectors.incorrect_verification_rules import Conclusions
 from mast_otel.processors.detectors.incorrect_verification_stock import OfferedUnavailable
 from mast_otel.processors.detectors.incorrect_verification_window import WindowClaims
@@ -142,6 +145,7 @@ class _IncorrectVerificationRun(DetectorRun):
         "given",
         "ledger",
         "past",
+        "permits",
         "stock",
         "windows",
     )
@@ -160,6 +164,9 @@ class _IncorrectVerificationRun(DetectorRun):
         self.past = PastErrors(detector)
         self.given = UserWords(detector) if detector.config.check_user_words else None
         self.stock = OfferedUnavailable(detector) if detector.availability_field else None
+        self.permits = (
+            RefusedPermissions(detector) if detector.config.check_refused_permissions else None
+        )
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is not _HUMAN:
@@ -170,6 +177,8 @@ class _IncorrectVerificationRun(DetectorRun):
         """Every rule but the ledger's, on one step."""
         self.windows.observe(step, run)
         self.past.observe(step, run)
+        if self.permits is not None:
+            self.permits.observe(step, run)
         given = self.given.observe(step, run) if self.given is not None else []
         stock = self.stock.observe(step, run) if self.stock is not None else []
         return [
@@ -185,6 +194,7 @@ class _IncorrectVerificationRun(DetectorRun):
             *self.figures.close(run),
             *self.windows.close(run),
             *self.past.close(run),
+            *(self.permits.close(run) if self.permits is not None else ()),
             *self._claims(run),
         ]
 

@@ -95,6 +95,17 @@ class IncorrectVerificationConfig:
         r"\b0 (?:\w+ )?(?:seats?|left|available|in stock|remaining)\b|\bnone (?:left|available)\b"
     )
 
+    # Report the agent telling the user an action is not allowed that the run's instructions
+    # grant without condition ("The user can modify passengers but cannot modify the number
+    # of passengers"), its refusal naming nothing the grant leaves out
+    # (`refusal_against_permission`).
+    check_refused_permissions: bool = True
+    # Verbs that mean the same action for `refusal_against_permission`: one list per set, in
+    # their base form. A verb in no set matches only its own forms.
+    permission_verb_synonyms: list[list[str]] = field(
+        default_factory=lambda: [["change", "modify", "update", "edit", "alter", "amend"]]
+    )
+
     def validate(self) -> None:
         """Every value of this section is valid."""
         for key in ("max_tracked_records", "past_window_days", "max_findings_per_run"):
@@ -109,6 +120,12 @@ class IncorrectVerificationConfig:
                 "detectors.incorrect_verification.window_claim_pattern needs two groups: "
                 "the number and the unit"
             )
+        for group in self.permission_verb_synonyms:
+            if not all(isinstance(v, str) and v.isalpha() and v.islower() for v in group):
+                raise ValueError(
+                    "detectors.incorrect_verification.permission_verb_synonyms: each verb is "
+                    "one lower-case word"
+                )
         patterns = [
             ("failure_result_pattern", self.failure_result_pattern),
             ("success_statement_pattern", self.success_statement_pattern),
