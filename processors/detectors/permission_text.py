@@ -52,18 +52,25 @@ _RESTRICTION = re.compile(
 )
 # Refusals; each names its groups verb/object, and optionally verb2/object2 (what the refused
 # verb was "to" do) and object3/verb3 (", including ...").
+# A subject read before a refusal starts where its clause does (the sentence's start or a
+# comma, semicolon or colon): a search that tried every position in between would read a long
+# clause once per position.
+_CLAUSE_START = r"(?:^|(?<=[,;:]))"
+# An object read after a verb is at most this long: the same bound for the forms that start at
+# a word anywhere in the clause.
+_OBJECT_MAX = 160
 _INCLUDING = r"(?:,?\s+including\s+(?:(?P<verb3>[a-z]+ing)\s+)?(?P<object3>[^.;:!?]*))?"
 _REFUSALS: tuple[tuple[re.Pattern[str], bool], ...] = (
     (
         re.compile(
-            rf"(?P<object>[^,;:]*?)\s+{_NEG}\s+be\s+(?P<verb>[a-z]+)"
+            rf"{_CLAUSE_START}(?P<object>[^,;:]*?)\s+{_NEG}\s+be\s+(?P<verb>[a-z]+)"
             rf"(?:\s+to\s+(?P<verb2>[a-z]+)\s+(?P<object2>[^.;:!?]*))?{_INCLUDING}"
         ),
         True,
     ),
     (
         re.compile(
-            r"(?P<object>[^,;:]*?)\s+(?:is|are)\s+not\s+(?:allowed\s+to\s+be\s+)?"
+            rf"{_CLAUSE_START}(?P<object>[^,;:]*?)\s+(?:is|are)\s+not\s+(?:allowed\s+to\s+be\s+)?"
             rf"(?!allowed|permitted)(?P<verb>[a-z]+(?:able|ed))\b{_INCLUDING}"
         ),
         True,
@@ -78,14 +85,14 @@ _REFUSALS: tuple[tuple[re.Pattern[str], bool], ...] = (
     ),
     (
         re.compile(
-            r"\b(?P<verb>[a-z]+ing)\s+(?P<object>[^,;:]*?)\s+(?:is|are)\s+not\s+"
+            rf"\b(?P<verb>[a-z]+ing)\s+(?P<object>[^,;:]{{0,{_OBJECT_MAX}}}?)\s+(?:is|are)\s+not\s+"
             r"(?:possible|allowed|permitted)\b"
         ),
         False,
     ),
     (
         re.compile(
-            r"\b(?P<verb>[a-z]+)\s+(?:to|of)\s+(?P<object>[^,;:]*?)\s+(?:is|are)\s+not\s+"
+            rf"\b(?P<verb>[a-z]+)\s+(?:to|of)\s+(?P<object>[^,;:]{{0,{_OBJECT_MAX}}}?)\s+(?:is|are)\s+not\s+"
             r"(?:possible|allowed|permitted)\b"
         ),
         False,

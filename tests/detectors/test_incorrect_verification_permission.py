@@ -102,6 +102,12 @@ def test_the_text_readers() -> None:
     found = refusals("It is basic economy, which cannot be modified to change flights or cabin.")
     assert [sorted(r.object) for r in found] == [["flight"], ["cabin"]]
     assert [contradicts(cabin[0], r) for r in found] == [False, True]
+    # A subject is read from where its clause starts (the sentence, or after a comma), however
+    # long; a refusal's clause after a comma starts anew.
+    long = "Because " + "of the rules " * 40 + "passenger names cannot be changed."
+    assert [{"name", "passenger"} <= r.object for r in refusals(long)] == [True]
+    after = refusals("I checked, and the workspace cannot be renamed.")
+    assert [(r.verb, sorted(r.object)) for r in after] == [("renamed", ["workspace"])]
 
 
 def test_the_rule_can_be_turned_off_and_its_synonyms_are_checked() -> None:
