@@ -100,10 +100,11 @@ class IncorrectVerificationConfig:
     # of passengers"), its refusal naming nothing the grant leaves out
     # (`refusal_against_permission`).
     check_refused_permissions: bool = True
-    # Verbs that mean the same action for `refusal_against_permission`: one list per set, in
-    # their base form. A verb in no set matches only its own forms.
-    permission_verb_synonyms: list[list[str]] = field(
-        default_factory=lambda: [["change", "modify", "update", "edit", "alter", "amend"]]
+    # Verbs that mean the same action for `refusal_against_permission`: one string per set,
+    # its verbs in their base form separated by spaces. A verb in no set matches only its own
+    # forms.
+    permission_verb_synonyms: list[str] = field(
+        default_factory=lambda: ["change modify update edit alter amend"]
     )
 
     def validate(self) -> None:
@@ -121,7 +122,10 @@ class IncorrectVerificationConfig:
                 "the number and the unit"
             )
         for group in self.permission_verb_synonyms:
-            if not all(isinstance(v, str) and v.isalpha() and v.islower() for v in group):
+            verbs = group.split() if isinstance(group, str) else [group]
+            if not verbs or not all(
+                isinstance(v, str) and v.isalpha() and v.islower() for v in verbs
+            ):
                 raise ValueError(
                     "detectors.incorrect_verification.permission_verb_synonyms: each verb is "
                     "one lower-case word"

@@ -81,7 +81,7 @@ class RefusedPermissions:
         instructions = run.attributes.get(conventions.TASK_DESCRIPTION)
         if not isinstance(instructions, str) or not instructions:
             return []
-        synonyms = tuple(tuple(g) for g in self.detector.config.permission_verb_synonyms)
+        synonyms = tuple(tuple(g.split()) for g in self.detector.config.permission_verb_synonyms)
         granted = _permissions(instructions, synonyms)
         for reply, sentence, found, failed in self.candidates:
             for refusal in found:

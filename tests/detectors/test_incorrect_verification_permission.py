@@ -115,7 +115,7 @@ def test_the_rule_can_be_turned_off_and_its_synonyms_are_checked() -> None:
     config.detectors.incorrect_verification.check_refused_permissions = False
     assert _fm33([_admin("Workspaces cannot be renamed.")], config) == []
     with pytest.raises(ValueError, match="permission_verb_synonyms"):
-        IncorrectVerificationConfig(permission_verb_synonyms=[["Change it"]]).validate()
+        IncorrectVerificationConfig(permission_verb_synonyms=["Change it"]).validate()
 
 
 @needs_tau
