@@ -234,3 +234,26 @@ def test_a_person_word_alone_does_not_make_an_escalation() -> None:
     assert kind("get_support_ticket", {"ticket_id": "T-1"}) is READ
     assert kind("route_to_live_agent", {}) is ESC
     assert kind("talk_to_human", {}) is ESC
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "expected"),
+    [
+        # A runner tool's sub-command in an action key: `kubectl rollout <action>`.
+        ("kubectl_rollout", {"action": "history", "deployment": "orders"}, READ),
+        ("kubectl_rollout", {"action": "status", "deployment": "orders"}, READ),
+        ("kubectl_rollout", {"action": "undo", "deployment": "orders"}, MUT),
+        ("kubectl_rollout", {"subCommand": "restart", "deployment": "orders"}, MUT),
+        # Without one, or with one the patterns do not know, the name's verb decides.
+        ("kubectl_rollout", {"deployment": "orders"}, MUT),
+        ("kubectl_rollout", {"action": "frobnicate", "deployment": "orders"}, MUT),
+        # A name with no verb: the action's verb decides.
+        ("reservation", {"operation": "cancel", "reservation_id": "R1"}, MUT),
+        ("reservation", {"operation": "get", "reservation_id": "R1"}, READ),
+        # A name with a verb of its own keeps it; a command key still wins.
+        ("get_ticket", {"action": "close", "ticket_id": "T1"}, READ),
+        ("kubectl", {"action": "get", "command": "kubectl delete pod web-1"}, MUT),
+    ],
+)
+def test_an_action_argument_gives_the_sub_command(name: str, args: object, expected: ActionKind):
+    assert kind(name, args) is expected

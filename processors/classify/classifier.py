@@ -45,6 +45,18 @@ class Action:
     targets: frozenset[str]
 
 
+def _action_word(parsed: object, keys: frozenset[str]) -> str:
+    """The sub-command an action key of the arguments gives, when it is one word."""
+    if not isinstance(parsed, dict):
+        return ""
+    for key, value in parsed.items():
+        if str(key).lower() in keys and isinstance(value, str):
+            word = value.strip().lower()
+            if word and len(word) <= 40 and re.fullmatch(r"[a-z][a-z_-]*", word):
+                return word
+    return ""
+
+
 class ActionClassifier:
     """Classifies tool calls as mutating, read-only or unknown and extracts their targets."""
 
@@ -61,6 +73,7 @@ class ActionClassifier:
         self._transfer_verbs = frozenset(w.lower() for w in c.transfer_verbs)
         self._person_words = frozenset(w.lower() for w in c.person_words)
         self._command_keys = frozenset(k.lower() for k in c.command_keys)
+        self._action_keys = frozenset(k.lower() for k in c.action_keys)
         self._mutating_programs = frozenset(p.lower() for p in c.mutating_programs)
         self._read_programs = frozenset(p.lower() for p in c.read_programs)
         self._target_keys = frozenset(k.lower() for k in c.target_keys)
@@ -168,6 +181,16 @@ class ActionClassifier:
         command = _command_value(parsed, self._command_keys) if parsed is not None else None
         if command is None and parsed is None and runner:
             command = arguments  # a runner given its command line as plain text
+        sub = _action_word(parsed, self._action_keys) if command is None else ""
+        if sub and runner:
+            # `kubectl_rollout` given `{"action": "history"}` runs `kubectl rollout history`.
+            command = " ".join([*(w for w in words if w != runner), sub])
+        elif sub and name_kind is ActionKind.UNKNOWN:
+            verb = sub.replace("-", "_").split("_")[0]
+            if verb in self._mutating_verbs:
+                return Action(ActionKind.MUTATING, targets)
+            if verb in self._read_verbs:
+                return Action(ActionKind.READ, targets)
         if command is not None:
             kind, command_targets = self._command(command, prefix=runner)
             if kind is not ActionKind.UNKNOWN:

@@ -76,6 +76,11 @@ DEFAULT_PERSON_WORDS: tuple[str, ...] = (
 DEFAULT_TRANSFER_VERBS: tuple[str, ...] = (
     "transfer", "escalate", "handoff", "hand", "delegate", "route", "talk",
 )  # fmt: skip
+# Argument keys holding the sub-command of a tool that does several things
+# (`kubectl_rollout` given `{"action": "history"}`, `reservation` given `{"operation": "cancel"}`).
+DEFAULT_ACTION_KEYS: tuple[str, ...] = (
+    "action", "subcommand", "sub_command", "operation", "op",
+)  # fmt: skip
 # Argument keys holding a command to run (a shell line, an argv list, SQL).
 DEFAULT_COMMAND_KEYS: tuple[str, ...] = (
     "command", "cmd", "commands", "script", "query", "sql", "statement", "argv", "args",
@@ -137,6 +142,10 @@ class ClassifierConfig:
     transfer_verbs: list[str] = field(default_factory=lambda: list(DEFAULT_TRANSFER_VERBS))
     # Words that name a person rather than an agent (`transfer_to_human_agents`).
     person_words: list[str] = field(default_factory=lambda: list(DEFAULT_PERSON_WORDS))
+    # Argument keys holding a tool's sub-command, one word (`{"action": "status"}`): it decides
+    # for a runner tool (`kubectl_rollout` given `status` runs `kubectl rollout status`) and
+    # for a tool whose name has no verb.
+    action_keys: list[str] = field(default_factory=lambda: list(DEFAULT_ACTION_KEYS))
     # Argument keys holding a command to run (a shell line, an argv list, SQL).
     command_keys: list[str] = field(default_factory=lambda: list(DEFAULT_COMMAND_KEYS))
     # Programs that change files or the system whatever their arguments.
@@ -191,6 +200,7 @@ class ClassifierConfig:
             "neutral_tools",
             "transfer_verbs",
             "person_words",
+            "action_keys",
             "command_keys",
             "mutating_programs",
             "read_programs",

@@ -48,7 +48,7 @@ from mast_otel.processors.detectors.clarification_offers import (
     tokens,
 )
 from mast_otel.processors.detectors.clarification_records import REUSE, TargetRecords
-from mast_otel.processors.detectors.signals import words
+from mast_otel.processors.detectors.signals import named, words
 from mast_otel.processors.model import Finding, Step, StepKind
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -264,7 +264,7 @@ class _ClarificationRun(DetectorRun):
                 and action.targets
                 and len(self.known) < _MAX_WORDS
             ):
-                unnamed = sorted(t for t in action.targets if t not in self.known)
+                unnamed = sorted(t for t in action.targets if not named(t, self.known))
                 if unnamed and len(unnamed) == len(action.targets):
                     findings.append(unnamed_finding(self.detector, step, unnamed, run))
             self.records.learn(step.tool_result)

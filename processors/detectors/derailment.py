@@ -2,19 +2,22 @@
 
 Rule `off_task`: `min_off_task_steps` tool calls in a row act on resources (services, pods,
 namespaces, files: the targets named in their arguments) that share nothing with the task or
-with the evidence gathered on task so far. Calls that name no resource are neutral. Evidence
-grows only from on-task calls, so wandering further from the task does not make the
-wandering look relevant.
+with the evidence gathered on task so far. Calls that name no resource are neutral; one whose
+argument is a value the task or the evidence gave (a look-up by the email the user wrote)
+adds its result to the evidence. Evidence grows only from on-task calls, so wandering further
+from the task does not make the wandering look relevant. A target is related when it is
+named as it is or as the whole words it is written with (`#W7713055` by "W7713055").
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.base import Detector, DetectorFactory
-from mast_otel.processors.detectors.signals import words
+from mast_otel.processors.detectors.signals import named, words
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -69,6 +72,18 @@ class _DerailmentRun(DetectorRun):
         if len(self.relevant) < _MAX_WORDS:
             self.relevant |= words(text)
 
+    def _asks_known(self, arguments: str) -> bool:
+        """A string argument of the call is a value the task or the evidence named."""
+        try:
+            parsed = json.loads(arguments) if arguments.lstrip()[:1] == "{" else None
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(parsed, dict):
+            return False
+        return any(
+            isinstance(v, str) and named(v.strip().lower(), self.relevant) for v in parsed.values()
+        )
+
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         task = run.attributes.get(conventions.TASK_DESCRIPTION)
         if isinstance(task, str) and not self.task_known:
@@ -82,8 +97,10 @@ class _DerailmentRun(DetectorRun):
             return ()
         targets = self.detector.classifier.classify(step.tool_name, step.tool_arguments).targets
         if not targets:
+            if not step.failed and self._asks_known(step.tool_arguments):
+                self._learn(step.tool_result)
             return ()
-        if targets & self.relevant:
+        if any(named(t, self.relevant) for t in targets):
             self.off_task = []
             self.relevant |= targets
             if not step.failed:

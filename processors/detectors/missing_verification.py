@@ -10,7 +10,8 @@ looked in the wrong place: that is incorrect verification (FM-3.3), reported the
 A change whose own result is a structured record naming the changed resource (an API returning
 the updated reservation or ticket) reported its new state: with `result_state_verifies` that
 counts as its check (hand labels of a customer-service corpus never called such a change
-unverified; a plain "configured" or "ok" does not count).
+unverified; a plain "configured" or "ok" does not count); so does one whose result gives a
+record id its arguments did not (the ticket or booking it created).
 
 Rule `unchecked_record`: a mutating call acts on a record id (`reservation_id`, a nested
 `payment_id`, `ticket_id`: argument keys the classifier reads as ids) that no earlier tool
@@ -35,7 +36,6 @@ success.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -50,6 +50,8 @@ from mast_otel.processors.detectors.missing_verification_verdict import Verdicts
 from mast_otel.processors.detectors.verification import (
     DEFAULT_FAILURE_RESULT_PATTERN,
     ChangeLedger,
+    created_record,
+    reports_state,
 )
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
@@ -277,7 +279,10 @@ class _MissingVerificationRun(DetectorRun):
             if (
                 self.config.result_state_verifies
                 and not step.failed
-                and _reports_state(step.tool_result, action.targets)
+                and (
+                    reports_state(step.tool_result, action.targets)
+                    or created_record(classifier.identifiers(step.tool_result), step.tool_arguments)
+                )
             ):
                 self.self_reported.add(step.span_id)
         if not step.failed:
@@ -353,38 +358,6 @@ class _MissingVerificationRun(DetectorRun):
             )
         figures = self.figures.close(run) if self.figures is not None else []
         return [*findings, *self.verdicts.close(run), *figures, *self.partial.close(run)]
-
-
-def _reports_state(result: str, targets: frozenset[str]) -> bool:
-    """The result is a structured record (a JSON object or list) one of whose fields is a
-    changed resource's name or id (`"reservation_id": "ZFA04Y"`): the call reported the
-    resource's new state. A name inside a line of text ("Updated the following files: M
-    cart.py", "deployment.apps/checkout configured") is not a record of it."""
-    if not targets:
-        return False
-    text = result.strip()
-    if not text or text[0] not in "{[":
-        return False
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    values: set[str] = set()
-
-    def walk(value: object, depth: int) -> None:
-        if depth > 6 or len(values) > 4096:
-            return
-        if isinstance(value, dict):
-            for item in value.values():
-                walk(item, depth + 1)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, depth + 1)
-        elif isinstance(value, str | int) and not isinstance(value, bool):
-            values.add(str(value).strip().lower())
-
-    walk(parsed, 0)
-    return bool(values & targets)
 
 
 FACTORY = DetectorFactory(

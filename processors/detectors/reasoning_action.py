@@ -20,9 +20,8 @@ and `unsupported_operand` (reasoning_amounts.py); `claimed_unperformed_action`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from mast_otel.processors.classify import ActionKind
@@ -39,6 +38,7 @@ from mast_otel.processors.detectors.reasoning_inability import (
     Inabilities,
     InabilityRules,
 )
+from mast_otel.processors.detectors.reasoning_observations import ObservationTerms
 from mast_otel.processors.detectors.reasoning_promise import Promises
 from mast_otel.processors.detectors.reasoning_report import ReportRules, Reports
 from mast_otel.processors.detectors.reasoning_sign import Refunds, SignRules
@@ -64,18 +64,18 @@ class ReasoningActionConfig:
     enabled: bool = True
     # Findings reported per run; the rest are not reported.
     max_findings_per_run: int = 5
-    # Observations a model may state only if a tool result showed them.
+    # Observations a model may state only if a tool result showed them; `|` separates
+    # wordings of one observation (a result showing one supports stating another).
     observation_terms: list[str] = field(
         default_factory=lambda: [
             "CrashLoopBackOff",
-            "OOMKilled",
+            "OOMKilled|out of memory",
             "ImagePullBackOff",
             "ErrImagePull",
             "Evicted",
             "NotReady",
             "connection refused",
-            "out of memory",
-            "disk full",
+            "disk full|no space left on device",
             "certificate expired",
         ]
     )
@@ -216,9 +216,8 @@ class ReasoningAction(Detector):
 
     def __init__(self, config: Any, context: DetectorContext) -> None:
         super().__init__(config, context)
-        self.terms = [t.lower() for t in self.config.observation_terms]
-        # The terms a text contains, remembered: the same answers and results recur.
-        self.terms_in: Callable[[str], frozenset[str]] = lru_cache(maxsize=4096)(self._terms_in)
+        self.observations = ObservationTerms(self.config.observation_terms)
+        self.change_verbs = frozenset(v.lower() for v in self.classifier.config.mutating_verbs)
         self.amounts = AmountRules(self.config)
         self.claims = ClaimRules(self.config)
         self.reports = ReportRules(self.config, self.classifier)
@@ -227,10 +226,6 @@ class ReasoningAction(Detector):
         self.sign = SignRules(self.config)
         self.calculation = CalculationRules(self.config)
         self.error_figure = ErrorFigureRules(self.config)
-
-    def _terms_in(self, text: str) -> frozenset[str]:
-        lowered = text.lower()
-        return frozenset(t for t in self.terms if t in lowered)
 
     def open(self, run: Run) -> DetectorRun:
         return _ReasoningRun(self)
@@ -265,7 +260,7 @@ class _ReasoningRun(DetectorRun):
         self.names: set[str] = set()
         # Observation terms no tool result has shown yet: the detector's own list, shared
         # with the detector until the first one is seen.
-        self.unobserved: list[str] = detector.terms
+        self.unobserved: list[str] = detector.observations.terms
         self.findings = 0
         self.amounts = Amounts(detector.amounts)
         self.claims = Claims(detector.claims)
@@ -327,7 +322,7 @@ class _ReasoningRun(DetectorRun):
             self.reasoning.pop(step.agent, None)
         unsupported = []
         if self.unobserved:
-            present = self.detector.terms_in(text)
+            present = self.detector.observations.found(text)
             if present:
                 unsupported = [t for t in self.unobserved if t in present]
         if unsupported and not self.detector.signals.negation.found(text):
@@ -336,7 +331,8 @@ class _ReasoningRun(DetectorRun):
                     step,
                     "unsupported_observation",
                     0.6,
-                    f"the model stated {unsupported[0]}, which no tool result had shown",
+                    f"the model stated {self.detector.observations.wording(unsupported[0], text)}, "
+                    "which no tool result had shown",
                     [step],
                     {"said": short(text), "unsupported": unsupported},
                     run,
@@ -350,7 +346,16 @@ class _ReasoningRun(DetectorRun):
         findings: list[Finding] = []
         if reasoning is not None:
             findings.extend(
-                compare(reasoning, step, action.kind, action.targets, self.names, run, self._emit)
+                compare(
+                    reasoning,
+                    step,
+                    action.kind,
+                    action.targets,
+                    self.names,
+                    run,
+                    self._emit,
+                    self.detector.change_verbs,
+                )
             )
         self.refunds.tool(step, run, self.reports.tool(step, action.kind, run))
         self.groups.tool(step)
@@ -365,7 +370,7 @@ class _ReasoningRun(DetectorRun):
         if action.kind is _MUTATING and not step.failed:
             self.claims.changed(step)
         if self.unobserved:
-            present = self.detector.terms_in(step.tool_result or step.error)
+            present = self.detector.observations.found(step.tool_result or step.error)
             if present:
                 shown = [t for t in self.unobserved if t in present]
                 if shown:

@@ -3,7 +3,8 @@ announcement nothing followed.
 
 - `other_tool_executed`: the model asked for one tool and the agent ran another;
 - `verb_mismatch`: the reasoning says it will only look (check, inspect, describe, ...) and
-  the call changes the system;
+  the call changes the system; reasoning that names the call's own verb ("I'll send a code"
+  before `send_code`) said it would change;
 - `target_mismatch`: the reasoning right before a tool call names resources, and the call
   acts on others (none of the named ones among its targets);
 - `announced_then_stopped`: the run's last model output announces a tool call ("I will run
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.classify import ActionKind, name_words
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit
 from mast_otel.processors.detectors.signals import Signals, words
@@ -45,9 +46,11 @@ def compare(
     names: set[str],
     run: Run,
     emit: Emit,
+    change_verbs: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """The call that followed a model output with tool calls, against that output:
-    `other_tool_executed`, `verb_mismatch`, `target_mismatch`."""
+    `other_tool_executed`, `verb_mismatch`, `target_mismatch`. `change_verbs`: the verbs of
+    tool names that change something."""
     text = reasoning.output_text
     requested = {c.name for c in reasoning.tool_calls if c.name}
     if requested and step.tool_name not in requested:
@@ -61,7 +64,12 @@ def compare(
             {"requested": sorted(requested), "executed": step.tool_name},
             run,
         )
-    if kind is _MUTATING and _READ_ONLY_INTENT.search(text) and not _CHANGE_INTENT.search(text):
+    if (
+        kind is _MUTATING
+        and _READ_ONLY_INTENT.search(text)
+        and not _CHANGE_INTENT.search(text)
+        and not _says_own_verb(text, step.tool_name, change_verbs)
+    ):
         return emit(
             step,
             "verb_mismatch",
@@ -85,6 +93,16 @@ def compare(
             run,
         )
     return []
+
+
+def _says_own_verb(text: str, tool_name: str, change_verbs: frozenset[str]) -> bool:
+    """The text names a verb of the call's name that changes something (`send` of
+    `send_verification_code`, in any regular form: sends, sending, ...)."""
+    verbs = [w for w in name_words(tool_name) if w in change_verbs]
+    return any(
+        re.search(rf"\b{re.escape(verb)}(?:s|es|d|ed|ing)?\b", text, re.IGNORECASE)
+        for verb in verbs
+    )
 
 
 def announced(run: Run, names: set[str], signals: Signals, emit: Emit) -> list[Finding]:

@@ -177,3 +177,13 @@ def words(text: str) -> frozenset[str]:
             if "-" in word or "." in word or "_" in word:
                 found.update(p for p in _PARTS.split(word) if len(p) >= 3)
     return frozenset(found - _STOPWORDS)
+
+
+def named(target: str, known: frozenset[str] | set[str]) -> bool:
+    """A call's target is among the words a text named: as it is, or as the whole words it is
+    written with (`#W7713055` is named by "W7713055", `ana.costa@heliolabs.io` by "ana.costa"
+    and "heliolabs.io"; `shop-db` is not named by "shop" and "db")."""
+    if target in known:
+        return True
+    tokens = [w.strip("._-") for w in _WORD.findall(target.lower())]
+    return bool(tokens) and all(t in known for t in tokens)

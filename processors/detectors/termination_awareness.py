@@ -9,7 +9,7 @@ Rules:
   than calling a tool, with no user turn after it) and then kept calling tools itself; a
   text-only turn the user answers is a turn of the conversation, not the final answer;
 - `calls_after_success`: a check after a change already showed the resource healthy, and the
-  agent made `calls_after_success` more tool calls regardless;
+  agent made `calls_after_success` more tool calls regardless, before the user spoke again;
 - `ended_in_loop`: the run's last `final_loop_length` tool calls were one call repeated with
   the same result: it stopped because something else stopped it, not because it was done;
 - `ended_mid_work`: the run's last step is a tool call (not an escalation to a person, not a
@@ -123,9 +123,12 @@ class _TerminationRun(DetectorRun):
         if step.kind in (_LLM, _TOOL, _HUMAN):
             self.last_step = step
         if step.kind is _HUMAN:
-            # The user answered: the text-only turns before were turns of the conversation.
+            # The user answered: the text-only turns before were turns of the conversation,
+            # and calls after a healthy check now serve what the user says next.
             if step.input_text.strip():
                 self.final_answer.clear()
+                self.healthy_check = None
+                self.after_success = []
             return ()
         findings: list[Finding] = []
         signals = self.detector.signals

@@ -3,6 +3,7 @@ and whether the run ended claiming success."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -113,3 +114,41 @@ class ChangeLedger:
     def claims_success(self) -> bool:
         answer = self.final_answer
         return answer is not None and self.signals.claims_success(answer.output_text)
+
+
+def created_record(result_ids: frozenset[str], arguments: str) -> bool:
+    """The result gives a record id the call's arguments did not: the record it created."""
+    given = arguments.lower()
+    return any(i not in given for i in result_ids)
+
+
+def reports_state(result: str, targets: frozenset[str]) -> bool:
+    """The result is a structured record (a JSON object or list) one of whose fields is a
+    changed resource's name or id (`"reservation_id": "ZFA04Y"`): the call reported the
+    resource's new state. A name inside a line of text ("Updated the following files: M
+    cart.py", "deployment.apps/checkout configured") is not a record of it."""
+    if not targets:
+        return False
+    text = result.strip()
+    if not text or text[0] not in "{[":
+        return False
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    values: set[str] = set()
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 6 or len(values) > 4096:
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            values.add(str(value).strip().lower())
+
+    walk(parsed, 0)
+    return bool(values & targets)

@@ -105,3 +105,32 @@ def test_fm15_tau_bench_cut_off_at_the_turn_limit():
     # run 4 ends on transfer_to_human_agents and stays silent.
     assert [f.rule for f in tau_findings(33, "FM-1.5")] == ["ended_mid_work"]
     assert tau_findings(4, "FM-1.5") == []
+
+
+def _rolled_back(run: RunBuilder) -> None:
+    run.human("checkout in shop is failing after the deploy, roll it back")
+    run.tool("kubectl", {"command": "kubectl rollout undo deployment/checkout -n shop"}, "ok")
+    run.tool(
+        "kubectl",
+        {"command": "kubectl rollout status deployment/checkout -n shop"},
+        'deployment "checkout" successfully rolled out',
+    )
+
+
+def test_fm15_calls_after_a_healthy_check_are_calls_after_success():
+    run = RunBuilder()
+    _rolled_back(run)
+    for command in ("get pods -n shop", "logs deployment/checkout -n shop", "get events -n shop"):
+        run.tool("kubectl", {"command": f"kubectl {command}"}, "ok")
+    assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_success")]
+
+
+def test_fm15_calls_for_what_the_user_asks_next_are_not_calls_after_success():
+    # The rollback is verified; the user then asks for something else, and the calls serve it.
+    run = RunBuilder()
+    _rolled_back(run)
+    run.final("Rolled back: checkout is healthy again.")
+    run.human("thanks. now show me the pods and events of the payments namespace")
+    for command in ("get pods -n payments", "get events -n payments", "top pods -n payments"):
+        run.tool("kubectl", {"command": f"kubectl {command}"}, "ok")
+    assert rules(run.steps, mode="FM-1.5") == []
