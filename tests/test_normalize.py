@@ -1016,3 +1016,45 @@ def test_random_codex_events_never_raise(
             assert isinstance(dialect.to_step(record), Step)
     result = normalize_log(record)
     assert result is None or isinstance(result, Step)
+
+
+def test_prose_gets_plain_apostrophes_and_tool_fields_stay_as_sent() -> None:
+    # Models write "I\u2019m unable to" as often as "I'm unable to"; the detectors' patterns use the
+    # plain apostrophe. Tool arguments and results are not prose: they stay byte for byte.
+    llm = must(
+        normalize_span(
+            span(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": "gpt-4o",
+                    "gen_ai.output.messages": json.dumps(
+                        [
+                            {
+                                "role": "assistant",
+                                "parts": [
+                                    {
+                                        "type": "text",
+                                        "content": "I\u2019m unable to \u2018cancel\u2019",
+                                    }
+                                ],
+                            }
+                        ]
+                    ),
+                }
+            )
+        )
+    )
+    assert llm.output_text == "I'm unable to 'cancel'"
+    tool = must(
+        normalize_span(
+            span(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "note",
+                    "gen_ai.tool.call.arguments": '{"text": "it\u2019s"}',
+                    "gen_ai.tool.call.result": "it\u2019s saved",
+                }
+            )
+        )
+    )
+    assert tool.tool_arguments == '{"text": "it\u2019s"}' and tool.tool_result == "it\u2019s saved"

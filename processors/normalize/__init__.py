@@ -57,8 +57,23 @@ def normalize_span(record: SpanRecord, max_text: int = MAX_TEXT) -> Step | None:
             step: Step = dialect.to_step(record, max_text=max_text)
         except Exception:
             return _bare_step(record, dialect.DIALECT)
-        return mark_handoff(step)
+        return mark_handoff(_plain_apostrophes(step))
     return None
+
+
+# Typographic apostrophes in prose (U+2019 in "I\u2019m unable to"), which models write as
+# often as plain ones: the detectors' patterns are written with the plain one.
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
+
+
+def _plain_apostrophes(step: Step) -> Step:
+    """The step with plain apostrophes in its prose (what the model and the user said); tool
+    arguments and results stay as sent."""
+    if "\u2019" in step.output_text or "\u2018" in step.output_text:
+        step.output_text = step.output_text.translate(_APOSTROPHES)
+    if "\u2019" in step.input_text or "\u2018" in step.input_text:
+        step.input_text = step.input_text.translate(_APOSTROPHES)
+    return step
 
 
 def normalize_log(record: LogRecord, max_text: int = MAX_TEXT) -> Step | None:
@@ -67,7 +82,7 @@ def normalize_log(record: LogRecord, max_text: int = MAX_TEXT) -> Step | None:
         try:
             if dialect.recognises(record):
                 step: Step = dialect.to_step(record, max_text=max_text)
-                return step
+                return _plain_apostrophes(step)
         except Exception:
             return None
     return None
