@@ -33,12 +33,16 @@ _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 # An item's name: an id-shaped value, letters and digits (not a date, a time or a word).
 _ITEM_ID = re.compile(r"^(?=[\w-]*[a-z])(?=[\w-]*\d)[\w-]{3,40}$", re.IGNORECASE)
+# A word of a reply that may name an item: a whole run of the characters of an item's name.
+_TOKEN = re.compile(r"[\w-]+")
 # Objects looked at in one result, and results longer than this are not read.
 _MAX_NODES = 5000
 _MAX_RESULT = 200_000
 # What the agent says of an item runs to the next item it names, a blank line, or this many
 # characters, whichever comes first.
 _MAX_PART = 400
+# Characters of a reply read for the items it names.
+_MAX_REPLY = 20_000
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 # One item as last read: (the read, the availability field's name, class -> (left, price)).
@@ -50,28 +54,38 @@ def _amounts(value: Any) -> dict[str, float] | None:
     if isinstance(value, bool):
         return {"": 1.0 if value else 0.0}
     if isinstance(value, int | float):
-        return {"": float(value)}
+        number = _number(value)
+        return None if number is None else {"": number}
     if isinstance(value, dict) and value:
         out = {}
-        for key, number in value.items():
-            if isinstance(number, bool) or not isinstance(number, int | float):
+        for key, item in value.items():
+            number = None if isinstance(item, bool) else _number(item)
+            if number is None:
                 return None
-            out[str(key)] = float(number)
+            out[str(key)] = number
         return out
     return None
+
+
+def _number(value: object) -> float | None:
+    """An int or float as a float; None for another type or an int too large for a float."""
+    if not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 class OfferedUnavailable:
     """Per run: the items read with what is left of them, and the replies that quote them."""
 
-    __slots__ = ("detector", "found", "items", "mentions")
+    __slots__ = ("detector", "found", "items")
 
     def __init__(self, detector: IncorrectVerification) -> None:
         self.detector = detector
         # Item name (lowercase) -> (its name as read, its stock as last read).
         self.items: dict[str, tuple[str, Stock]] = {}
-        # The pattern of the names read so far (None: to be made again).
-        self.mentions: re.Pattern[str] | None = None
         self.found = False
 
     def observe(self, step: Step, run: Run) -> list[Finding]:
@@ -95,6 +109,7 @@ class OfferedUnavailable:
             return
         assert detector.availability_field is not None
         limit = detector.config.max_tracked_records
+        ref = run.ref(step)
         stack: list[Any] = [doc]
         seen = 0
         while stack and seen < _MAX_NODES:
@@ -106,15 +121,13 @@ class OfferedUnavailable:
             if not isinstance(node, dict):
                 continue
             stack.extend(v for v in node.values() if isinstance(v, dict | list))
-            stock = self._stock(node, run.ref(step))
+            stock = self._stock(node, ref)
             if stock is None:
                 continue
             for value in node.values():
                 if isinstance(value, str) and _ITEM_ID.match(value):
                     key = value.lower()
                     if key in self.items or len(self.items) < limit:
-                        if key not in self.items:
-                            self.mentions = None
                         self.items[key] = (value, stock)
 
     def _stock(self, node: dict[str, Any], ref: StepRef) -> Stock | None:
@@ -134,18 +147,13 @@ class OfferedUnavailable:
         classes = {k: (left[k], price[k]) for k in left.keys() & price.keys()}
         return (ref, field, classes) if classes else None
 
-    def _pattern(self) -> re.Pattern[str]:
-        if self.mentions is None:
-            names = sorted(self.items, key=len, reverse=True)
-            self.mentions = re.compile(
-                r"(?<![\w-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w-])",
-                re.IGNORECASE,
-            )
-        return self.mentions
-
     def _reply(self, step: Step, run: Run) -> list[Finding]:
-        text = step.output_text[:20_000]
-        named = [(m.start(), m.group(1).lower()) for m in self._pattern().finditer(text)]
+        text = step.output_text[:_MAX_REPLY]
+        items = self.items
+        # The items named, in order: each a whole word of the reply, matched without case.
+        named = [
+            (m.start(), key) for m in _TOKEN.finditer(text) if (key := m.group().lower()) in items
+        ]
         said = self.detector.unavailable_said
         least = self.detector.config.min_figure
         if not named:

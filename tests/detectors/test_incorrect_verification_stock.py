@@ -112,6 +112,20 @@ def test_the_latest_read_counts():
     assert _fm33([run]) == []
 
 
+def test_hostile_reads_and_replies_raise_nothing():
+    # A price too large for a float: the item is not read (it raised OverflowError).
+    huge = [dict(_CATALOGUE[0], prices={"12v": 10**400, "18v_kit": 149})]
+    assert _fm33([_shop("DR-450 as an 18V kit is $149.", huge)]) == []
+    # A reply naming an item in a letter that matches it only under case folding (long s):
+    # no item of that name was read (it raised KeyError).
+    run = _shop("\u017fku-9x is $149.", [{"sku": "sku-9x", "stock": 0, "price": 149}])
+    assert _fm33([run]) == []
+    # Without case: "dr-450" names DR-450.
+    assert [f.rule for f in _fm33([_shop("dr-450 as an 18V kit is $149.")])] == [
+        "unavailable_option_offered"
+    ]
+
+
 def test_settings():
     config = Config()
     config.detectors.incorrect_verification.availability_field_pattern = ""
