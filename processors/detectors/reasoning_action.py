@@ -193,6 +193,13 @@ class ReasoningActionConfig:
                 raise ValueError(
                     f"detectors.reasoning_action.{name}: invalid regular expression ({exc})"
                 ) from exc
+        if self.error_figure_pattern and not {"what", "value"} <= set(
+            re.compile(self.error_figure_pattern).groupindex
+        ):
+            raise ValueError(
+                "detectors.reasoning_action.error_figure_pattern needs the groups `what` "
+                "(the quantity's words) and `value` (its figure)"
+            )
         if self.max_source_values < 0 or self.max_count < 2:
             raise ValueError(
                 "detectors.reasoning_action.max_source_values must be >= 0 and max_count >= 2"

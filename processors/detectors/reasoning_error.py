@@ -61,8 +61,8 @@ class ErrorFigures:
         match = figure.search(error)
         if match is None:
             return
-        found = numbers(match.group("value"))
-        what = frozenset(stem(w) for w in _WORD.findall(match.group("what")))
+        found = numbers(match.group("value") or "")
+        what = frozenset(stem(w) for w in _WORD.findall(match.group("what") or ""))
         if len(found) != 1 or not what:
             return
         self.pending = (run.ref(step), short(error, 120), what, next(iter(found)))

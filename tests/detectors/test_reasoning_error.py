@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
+from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 from tests.detectors.real_runs import needs_tau, tau_findings
 from tests.imported import findings_of, tool_call
 
@@ -80,6 +81,18 @@ def test_a_success_of_the_same_tool_ends_the_watch_and_settings():
     config.detectors.reasoning_action.error_figure_pattern = ""
     told = "The correct amount for both seats is $160.00; shall I retry?"
     assert _rule([_desk(told)], config) == []
+
+
+def test_the_pattern_needs_its_groups():
+    with pytest.raises(ValueError, match="error_figure_pattern needs the groups"):
+        ReasoningActionConfig(error_figure_pattern=r"total is (\d+)").validate()
+    ReasoningActionConfig(error_figure_pattern="").validate()
+    # A group that did not take part in the match reads as empty: no figure, no finding.
+    config = Config()
+    config.detectors.reasoning_action.error_figure_pattern = (
+        r"(?:(?P<what>total) is (?P<value>\d+)|amount due)"
+    )
+    assert _rule([_desk("The correct amount for both seats is $160.00.")], config) == []
 
 
 @needs_tau
