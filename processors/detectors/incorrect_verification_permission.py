@@ -45,6 +45,8 @@ _WORD = re.compile(r"[a-z]+")
 _MAX_CANDIDATES = 16
 _TEXT_CHARS = 4_000
 _ERROR_CHARS = 1_000
+# Distinct words of failed calls remembered per run; past it, later failures add none.
+_MAX_FAILED_WORDS = 4_096
 
 
 class RefusedPermissions:
@@ -61,13 +63,19 @@ class RefusedPermissions:
         self.candidates: list[tuple[StepRef, str, list[Refusal], frozenset[str]]] = []
 
     def observe(self, step: Step, run: Run) -> None:
+        if len(self.candidates) >= _MAX_CANDIDATES:
+            return  # no more refusals are kept: the failed calls after them do not matter
         if step.kind is _TOOL and step.tool_name:
+            if len(self.failed_words) >= _MAX_FAILED_WORDS:
+                return
             result = (step.tool_result or step.error)[:_ERROR_CHARS]
             failure = self.detector.failure_result
             if step.failed or (failure is not None and failure.search(result)):
                 text = f"{step.tool_name.replace('_', ' ')} {result}".lower()
-                self.failed_words |= {stem(w) for w in _WORD.findall(text)}
-        elif step.kind is _LLM and step.output_text and len(self.candidates) < _MAX_CANDIDATES:
+                words = {stem(w) for w in _WORD.findall(text)}
+                if not words <= self.failed_words:
+                    self.failed_words |= words
+        elif step.kind is _LLM and step.output_text:
             ref: StepRef | None = None
             for sentence in _SENTENCE.split(step.output_text[:_TEXT_CHARS]):
                 found = refusals(sentence)
@@ -122,9 +130,11 @@ class RefusedPermissions:
 
 
 @lru_cache(maxsize=16)
-def _permissions(instructions: str, synonyms: tuple[tuple[str, ...], ...]) -> list[Permission]:
+def _permissions(
+    instructions: str, synonyms: tuple[tuple[str, ...], ...]
+) -> tuple[Permission, ...]:
     """The permissions of a run's instructions (the same text in every run of an agent)."""
-    return permissions(instructions, [list(g) for g in synonyms])
+    return tuple(permissions(instructions, synonyms))
 
 
 def _told_by_error(permission: Permission, failed: frozenset[str]) -> bool:

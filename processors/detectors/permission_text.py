@@ -4,23 +4,28 @@ A permission is an unconditional "<subject> can <verb> <object>" clause of the i
 user can modify passengers but cannot modify the number of passengers"; "all reservations can
 change cabin without changing the flights"), with the words of what it leaves out: a "but
 cannot ..." or "without ..." part (`number`; `flights`). A clause under a condition ("if",
-"unless", "only"), with a bounded object ("at most five"), or passive ("can be cancelled") grants
-nothing here.
+"unless", "only", "when", "once", "provided", or a "no"/"nobody"/"none" subject), with a bounded
+object ("at most five", "only", "any"), or passive ("can be cancelled") grants nothing here.
 
-A refusal is one of an agent's sentences saying an action on an object is not allowed:
-"<object> cannot be <verb>ed" (with "... to <verb> <object>" or ", including [<verb>ing]
-<object>" after it), "not possible / allowed / permitted / unable to <verb> <object>", "I
-cannot <verb> <object>", "<verb>ing <object> is not allowed", "<verb-noun> to <object> are not
-permitted". Its object is split on "or" into the alternatives it refuses one by one; naming
-those others is no restriction of each ("flights or cabin class").
+A refusal is one of an agent's sentences (at most 600 characters, not a question) saying an
+action on an object is not allowed: "<object> cannot be <verb>ed", "<object> is not
+[allowed to be] <verb>ed / <verb>able" (either with ", including [<verb>ing] <object>" after
+it, the first also with "... to <verb> <object>"), "not possible / allowed / permitted / able
+to, unable to, I cannot <verb> <object>", "<verb>ing <object> is not allowed", "<verb-noun>
+to / of <object> are not permitted". Its object is split on "or" and commas into the
+alternatives it refuses one by one; naming those others is no restriction of each ("flights
+or cabin class").
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 _WORD = re.compile(r"[a-z]+")
+# Characters of a run's instructions read for permissions.
+_MAX_INSTRUCTIONS = 100_000
 _SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 # Words that name nothing of an object.
 _FUNCTION = frozenset(
@@ -161,11 +166,11 @@ class Refusal:
     clause: frozenset[str]  # the clause's words, stemmed: a restriction named in it counts
 
 
-def permissions(instructions: str, synonyms: list[list[str]]) -> list[Permission]:
+def permissions(instructions: str, synonyms: Iterable[Sequence[str]]) -> list[Permission]:
     """The unconditional permissions of `instructions`: each verb with the forms of its
-    synonyms (each list of `synonyms` is one set of verbs that mean the same)."""
+    synonyms (each of `synonyms` is one set of verbs that mean the same)."""
     out: list[Permission] = []
-    for sentence in _SENTENCE.split(instructions[:100_000]):
+    for sentence in _SENTENCE.split(instructions[:_MAX_INSTRUCTIONS]):
         lowered = sentence.lower().strip()
         for match in _PERMISSION.finditer(lowered):
             verb, rest = match.group("verb"), match.group("rest")
@@ -216,10 +221,11 @@ def refusals(sentence: str) -> list[Refusal]:
                     parts.append((groups["verb2"], groups["object2"] or "", False))
                 if groups.get("object3"):
                     parts.append((groups.get("verb3") or groups["verb"], groups["object3"], False))
+                # Each refused (verb, object words): a subject read back from the refusal,
+                # an object forward; one per alternative of the phrase.
                 refused = [
-                    (verb, read(alternative))
+                    (verb, (_subject_words if subject else object_words)(alternative))
                     for verb, phrase, subject in parts
-                    for read in (_subject_words if subject else object_words,)
                     for alternative in _ALTERNATIVE.split(phrase or "")
                 ]
                 for n, (verb, obj) in enumerate(refused):
