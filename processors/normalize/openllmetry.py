@@ -120,7 +120,7 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
 
     functions = values.indexed(attrs, REQUEST_FUNCTIONS)
     if functions and not step.tools_offered:
-        step.tools_offered = tool_definitions.from_indexed(functions.values(), "json_schema")
+        step.tools_offered = tool_definitions.from_indexed(functions.values())
     if prompts:
         step.input_messages = len(prompts)
         step.input_text = values.truncate(_last_user_text(prompts), input_max)

@@ -42,14 +42,16 @@ def from_document(value: object) -> tuple[ToolSpec, ...]:
     return ()
 
 
-def from_indexed(entries: Iterable[Mapping[str, Any]], schema_key: str) -> tuple[ToolSpec, ...]:
+def from_indexed(
+    entries: Iterable[Mapping[str, Any]], schema_key: str | None = None
+) -> tuple[ToolSpec, ...]:
     """The tools of indexed entries, each holding one tool's JSON document under `schema_key`
-    (OpenInference), or its `name` and `parameters` directly (OpenLLMetry)."""
+    (OpenInference), or its `name` and `parameters` directly (OpenLLMetry, no `schema_key`)."""
     specs: list[ToolSpec] = []
     for entry in entries:
         if len(specs) >= MAX_TOOLS:
             break
-        document = entry.get(schema_key)
+        document = entry.get(schema_key) if schema_key else None
         if document is not None:
             parsed = values.parse_json(document) if _small(document) else None
             spec = _spec(parsed) if isinstance(parsed, dict) else None
@@ -61,7 +63,9 @@ def from_indexed(entries: Iterable[Mapping[str, Any]], schema_key: str) -> tuple
 
 
 def _small(value: object) -> bool:
-    return not isinstance(value, str) or len(value) <= MAX_DOCUMENT
+    """Whether `value` is no document text (a list or map as sent) or one short enough to
+    parse."""
+    return not isinstance(value, str | bytes | bytearray) or len(value) <= MAX_DOCUMENT
 
 
 @lru_cache(maxsize=64)
