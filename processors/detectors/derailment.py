@@ -11,12 +11,11 @@ named as it is or as the whole words it is written with (`#W7713055` by "W771305
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mast_otel.processors import conventions
-from mast_otel.processors.detectors.base import Detector, DetectorFactory
+from mast_otel.processors.detectors.base import Detector, DetectorFactory, json_doc
 from mast_otel.processors.detectors.signals import named, words
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
@@ -74,10 +73,7 @@ class _DerailmentRun(DetectorRun):
 
     def _asks_known(self, arguments: str) -> bool:
         """A string argument of the call is a value the task or the evidence named."""
-        try:
-            parsed = json.loads(arguments) if arguments.lstrip()[:1] == "{" else None
-        except (ValueError, RecursionError):
-            return False
+        parsed = json_doc(arguments)  # the parse other detectors of the step share
         if not isinstance(parsed, dict):
             return False
         return any(

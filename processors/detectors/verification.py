@@ -3,11 +3,11 @@ and whether the run ended claiming success."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.detectors.signals import Signals, is_final_answer
 from mast_otel.processors.model import Step, StepKind, StepRef
 from mast_otel.processors.run import Run
@@ -129,12 +129,8 @@ def reports_state(result: str, targets: frozenset[str]) -> bool:
     cart.py", "deployment.apps/checkout configured") is not a record of it."""
     if not targets:
         return False
-    text = result.strip()
-    if not text or text[0] not in "{[":
-        return False
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
+    parsed = json_doc(result)  # the parse other detectors of the step share
+    if parsed is None:
         return False
     values: set[str] = set()
 
