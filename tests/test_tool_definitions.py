@@ -110,3 +110,8 @@ def test_definitions_are_bounded() -> None:
     # The same document on every call of a run is parsed once and shared.
     again = tool_definitions.from_document(json.dumps(many))
     assert again is specs
+    # The cache keeps parsed names by digest, never the documents, and at most so many.
+    for i in range(tool_definitions._CACHE_SIZE + 10):
+        tool_definitions.from_document(json.dumps([{"name": f"t{i}"}]))
+    assert len(tool_definitions._CACHE) == tool_definitions._CACHE_SIZE
+    assert all(isinstance(key, bytes) and len(key) == 16 for key in tool_definitions._CACHE)

@@ -18,9 +18,10 @@ definitions come with every LLM call of a run, so equal documents share one pars
 
 from __future__ import annotations
 
+import hashlib
 import sys
+import threading
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import Any
 
 from mast_otel.processors.model import ToolSpec
@@ -36,7 +37,18 @@ MAX_DOCUMENT = 512 * 1024
 def from_document(value: object) -> tuple[ToolSpec, ...]:
     """The tools of one definitions attribute: a list of definitions or its JSON."""
     if isinstance(value, str):
-        return _parsed(value) if len(value) <= MAX_DOCUMENT else ()
+        if len(value) > MAX_DOCUMENT:
+            return ()
+        # Cached by a digest, not by the text: the cache holds parsed names, never documents.
+        digest = hashlib.blake2b(value.encode("utf-8", "replace"), digest_size=16).digest()
+        cached = _CACHE.get(digest)
+        if cached is None:
+            cached = _parsed(value)
+            with _CACHE_LOCK:
+                _CACHE[digest] = cached
+                while len(_CACHE) > _CACHE_SIZE:
+                    del _CACHE[next(iter(_CACHE))]
+        return cached
     if isinstance(value, list | tuple):
         return _specs(value)
     return ()
@@ -68,7 +80,13 @@ def _small(value: object) -> bool:
     return not isinstance(value, str | bytes | bytearray) or len(value) <= MAX_DOCUMENT
 
 
-@lru_cache(maxsize=64)
+# Parsed documents by digest, oldest first; at most `_CACHE_SIZE` (the same few documents come
+# with every LLM call of an agent).
+_CACHE: dict[bytes, tuple[ToolSpec, ...]] = {}
+_CACHE_SIZE = 64
+_CACHE_LOCK = threading.Lock()
+
+
 def _parsed(text: str) -> tuple[ToolSpec, ...]:
     parsed = values.parse_json(text)
     if isinstance(parsed, dict):
