@@ -31,6 +31,7 @@ from mast_otel.processors.detectors.permission_text import (
     refusals,
     stem,
 )
+from mast_otel.processors.detectors.reasoning_common import SENTENCE
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[a-z]+")
 # Refusing sentences kept per run, and the text of a reply and of an error read.
 _MAX_CANDIDATES = 16
@@ -77,7 +77,7 @@ class RefusedPermissions:
                     self.failed_words |= words
         elif step.kind is _LLM and step.output_text:
             ref: StepRef | None = None
-            for sentence in _SENTENCE.split(step.output_text[:_TEXT_CHARS]):
+            for sentence in SENTENCE.split(step.output_text[:_TEXT_CHARS]):
                 found = refusals(sentence)
                 if found and len(self.candidates) < _MAX_CANDIDATES:
                     ref = ref or run.ref(step)
