@@ -204,8 +204,9 @@ def _clause_of(rest: str) -> str:
 
 
 def refusals(sentence: str) -> list[Refusal]:
-    """The refusals of one of the agent's sentences (none in a question)."""
-    lowered = sentence.lower().replace("\u2019", "'").strip()
+    """The refusals of one of the agent's sentences (none in a question). Its apostrophes are
+    plain: normalization gives a step's prose so ("can\u2019t" reads "can't")."""
+    lowered = sentence.lower().strip()
     if not lowered or lowered.endswith("?") or len(lowered) > _MAX_SENTENCE:
         return []
     if not _NEGATION.search(lowered):
