@@ -2,6 +2,7 @@
 
 .venv/bin/python scripts/real_accuracy.py [--data FILE] [--labels GLOB ...] [--json]
                                           [--check] [--show-findings] [--config FILE]
+                                          [--door NAME ... | --doors all]
 
 Imports every run of the tau-bench file through the chat-transcript importer and the offline
 pipeline (the path `mast-otel analyze` takes), then prints:
@@ -38,6 +39,17 @@ The runs are read with the tools the agent was offered (--tools, default
 tests/labels/tau_airline/tools.json: the names and parameters of tau-bench's 14 airline
 tools), which the file does not carry but an instrumented agent's LLM spans do
 (`gen_ai.tool.definitions`); `--tools ""` reads the file as it is.
+
+Doors (--door NAME, repeatable, or --doors all): the same runs also replayed through real
+instrumentation (`tests/replay/`: a real OpenAI client answered by a loopback server with each
+run's recorded turns, the recorded tool results and user turns in their places, one
+`mast-otel serve` per door; doors: openai-v2-span, openai-v2-events, openinference,
+openllmetry, openai-v2-tools), the findings read back from each door's store. For every door
+the same figures per label set, a summary across doors, the share of runs where the door finds
+the same modes as the importer, and the runs whose findings (mode, rule, message index) differ
+from the importer's, each differing finding on a line (`-` only the importer, `+` only the
+door). --json adds `doors`: per door its figures, sets, seconds, same-modes share and
+differences. The importer's figures (and --check) stay those of the top level.
 """
 
 from __future__ import annotations
@@ -202,6 +214,55 @@ def analyse(data: Path, config_path: str | None, tools: str = TOOLS) -> list[Run
             }
         )
     return sorted(runs.values(), key=lambda r: r.index)
+
+
+def replay_doors(
+    names: list[str], data: Path, tools: str, importer: list[RunResult]
+) -> dict[str, dict[str, Any]]:
+    """Every run of the file through each door in `names`: per door its runs (as RunResult,
+    task and trial from the importer's runs) and the seconds the replay took."""
+    from tests.replay.doors import replay_doors as replay
+
+    if not data.is_file():
+        raise InputError(f"{data}: not found (give the tau-bench file with --data)")
+    tools_path = ""
+    if tools:
+        tools_path = str(Path(tools) if Path(tools).is_absolute() else ROOT / tools)
+    meta = {run.index: run for run in importer}
+    out: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="mast-replay-") as folder:
+        results = replay(names, data, tools_path, Path(folder))
+    for name, result in results.items():
+        runs = []
+        for index, replayed in sorted(result.runs.items()):
+            known = meta.get(index)
+            runs.append(
+                RunResult(
+                    index=index,
+                    trace_id=replayed.trace_id,
+                    task_id=known.task_id if known else None,
+                    trial=known.trial if known else None,
+                    outcome=replayed.outcome or (known.outcome if known else ""),
+                    findings=replayed.findings,
+                )
+            )
+        out[name] = {"runs": runs, "seconds": result.seconds}
+    return out
+
+
+def door_equivalence(importer: list[RunResult], door: list[RunResult]) -> dict[str, Any]:
+    """How a door's findings compare with the importer's, run by run."""
+    from tests.replay.doors import differences, same_modes_share
+
+    ref = {r.index: r.findings for r in importer}
+    got = {r.index: r.findings for r in door}
+    diffs = differences(ref, got)
+    return {
+        "same_modes_share": same_modes_share(ref, got),
+        "same_findings_runs": len(set(ref) | set(got)) - len(diffs),
+        "differing_runs": len(diffs),
+        "differences": {str(i): d for i, d in diffs.items()},
+    }
 
 
 def _with_tools(data: Path, tools: str, folder: Path) -> str:
@@ -372,6 +433,11 @@ def check(result: dict[str, Any]) -> list[str]:
     return missed
 
 
+def _strip(doc: dict[str, Any]) -> dict[str, Any]:
+    """A figures document for --json: without the per-run lift and the runs themselves."""
+    return {k: v for k, v in doc.items() if k not in ("lift", "runs", "runs_of_door")}
+
+
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -444,6 +510,57 @@ def lift_and_agreement(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def doors_report(importer: dict[str, Any], doors: dict[str, dict[str, Any]]) -> str:
+    """Per door its figures per label set, a summary across doors, and its differences from
+    the importer."""
+    from tests.replay.doors import readable
+
+    names = ["importer", *doors]
+    columns = [*importer.get("sets", {}), "all"]
+    lines = ["", "== doors: recall over all labels (precision range over modes with >= 3) =="]
+    header = f"{'door':<18}" + "".join(f" {c.replace('_', '-'):>20}" for c in columns)
+    lines += [header + f" {'same modes':>10} {'runs differ':>11} {'seconds':>8}"]
+    for name in names:
+        doc = importer if name == "importer" else doors[name]
+        cells = []
+        for column in columns:
+            f = doc if column == "all" else doc["sets"][column]
+            precisions = [
+                row["precision"]
+                for row in f["per_mode"].values()
+                if row["labelled_positives"] >= TARGET_PRECISION_MIN_POSITIVES
+                and row["precision"] is not None
+            ]
+            span = f"{min(precisions):.2f}-{max(precisions):.2f}" if precisions else "-"
+            cells.append(f"{_fmt(f['recall_all_labels'])} ({span})")
+        eq = doc.get("equivalence", {})
+        same = _fmt(eq.get("same_modes_share")) if eq else "-"
+        differ = str(eq.get("differing_runs", "-")) if eq else "-"
+        seconds = f"{doc['seconds']['total']:.0f}" if "seconds" in doc else "-"
+        lines.append(
+            f"{name:<18}"
+            + "".join(f" {c:>20}" for c in cells)
+            + f" {same:>10} {differ:>11} {seconds:>8}"
+        )
+    for name, doc in doors.items():
+        lines += ["", f"== door {name} =="]
+        for set_name, figures_of_set in doc["sets"].items():
+            lines += ["", f"-- {set_name.replace('_', '-')} labels --"]
+            lines += labelled_table(figures_of_set)
+        lines += ["", "-- all labels --"]
+        lines += labelled_table(doc)
+        eq = doc["equivalence"]
+        lines += [
+            "",
+            f"same modes as the importer: {_fmt(eq['same_modes_share'])} of runs; "
+            f"same findings (mode, rule, message): {eq['same_findings_runs']} runs; "
+            f"{eq['differing_runs']} differ (- importer only, + {name} only):",
+        ]
+        diffs = {int(i): d for i, d in eq["differences"].items()}
+        lines.append(readable(diffs, limit=len(diffs)) or "none")
+    return "\n".join(lines)
+
+
 def show_findings(runs: list[RunResult]) -> str:
     lines = []
     for run in runs:
@@ -470,7 +587,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--show-findings", action="store_true", help="print every finding")
+    parser.add_argument(
+        "--door", action="append", default=[], help="also replay through this door (repeatable)"
+    )
+    parser.add_argument("--doors", choices=["all"], help="also replay through every door")
     args = parser.parse_args(argv)
+    from tests.replay.doors import DOORS
+
+    door_names = list(DOORS) if args.doors == "all" else list(dict.fromkeys(args.door))
+    unknown_doors = [d for d in door_names if d not in DOORS]
+    if unknown_doors:
+        parser.error(f"unknown door {unknown_doors[0]!r} (doors: {', '.join(DOORS)})")
     try:
         label_sets = {"given": args.labels} if args.labels else LABEL_SETS
         loaded = {name: load_labels(globs) for name, globs in label_sets.items()}
@@ -481,6 +608,16 @@ def main(argv: list[str] | None = None) -> int:
                 everything[index] += readers
         result = figures(runs, dict(everything))
         sets = {} if args.labels else {n: figures(runs, lab) for n, lab in loaded.items()}
+        doors: dict[str, dict[str, Any]] = {}
+        if door_names:
+            replayed = replay_doors(door_names, args.data or default_data(), args.tools, runs)
+            for name, got in replayed.items():
+                doc = figures(got["runs"], dict(everything))
+                doc["sets"] = {n: figures(got["runs"], lab) for n, lab in loaded.items()}
+                doc["seconds"] = got["seconds"]
+                doc["equivalence"] = door_equivalence(runs, got["runs"])
+                doc["runs_of_door"] = got["runs"]
+                doors[name] = doc
     except (InputError, ImportFormatError, ConfigError, OSError) as exc:
         print(f"real_accuracy: {exc}", file=sys.stderr)
         return 2
@@ -498,11 +635,32 @@ def main(argv: list[str] | None = None) -> int:
                 name: {k: v for k, v in f.items() if k not in ("lift", "runs")}
                 for name, f in sets.items()
             }
+        if doors:
+            result["doors"] = {
+                name: {
+                    k: ({s: _strip(v) for s, v in value.items()} if k == "sets" else value)
+                    for k, value in _strip(doc).items()
+                }
+                for name, doc in doors.items()
+            }
+            if args.show_findings:
+                for name, doc in doors.items():
+                    result["doors"][name]["findings"] = [
+                        {"run": r.index, "task_id": r.task_id, "trial": r.trial, **f}
+                        for r in doc["runs_of_door"]
+                        for f in r.findings
+                    ]
         print(json.dumps(result, indent=1))
     else:
         print(report(result, sets))
         if args.show_findings:
             print("\nFindings:\n" + show_findings(runs))
+        if doors:
+            importer_doc = dict(result, sets=sets)
+            print(doors_report(importer_doc, doors))
+            if args.show_findings:
+                for name, doc in doors.items():
+                    print(f"\nFindings through {name}:\n" + show_findings(doc["runs_of_door"]))
         if args.check:
             print("\ntargets: " + ("all met" if not missed else "missed: " + "; ".join(missed)))
     return 1 if args.check and missed else 0

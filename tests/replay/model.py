@@ -43,7 +43,11 @@ def _shape(message: dict[str, Any]) -> tuple[Any, ...]:
     """What must agree between a sent message and the recorded one."""
     role = message.get("role")
     calls = tuple(
-        (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
         for c in message.get("tool_calls") or []
     )
     call_id = message.get("tool_call_id") if role == "tool" else None
@@ -72,6 +76,9 @@ class RecordedModel:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without this, each answer waits out the
+            # peer's delayed acknowledgement (tens of milliseconds a model call).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -80,7 +87,7 @@ class RecordedModel:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 parts = self.path.strip("/").split("/")
-                if len(parts) < 4 or parts[0] != "run" or not parts[-1] == "completions":
+                if len(parts) < 4 or parts[0] != "run" or parts[-1] != "completions":
                     self.send_error(404)
                     return
                 status, payload = server.answer(int(parts[1]), body)
@@ -136,7 +143,9 @@ class RecordedModel:
         calls = recorded.get("tool_calls") or []
         message: dict[str, Any] = {
             "role": "assistant",
-            "content": recorded.get("content") if isinstance(recorded.get("content"), str) else None,
+            "content": recorded.get("content")
+            if isinstance(recorded.get("content"), str)
+            else None,
         }
         if calls:
             message["tool_calls"] = [

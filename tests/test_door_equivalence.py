@@ -1,0 +1,76 @@
+"""Door equivalence on real runs: tau-bench's 200 airline runs read through the chat-transcript
+importer and replayed through real instrumentation (`tests/replay/`: a real OpenAI client, the
+recorded turns and tool results, one `mast-otel serve` per door) raise the same findings,
+mode, rule and the message each points at, run by run.
+
+The importer's findings come from `scripts/real_accuracy.py`'s offline path; the data file is
+found the way that script finds it (skipped when it is not there). The doors run two at a time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.frameworks.harness import ROOT
+from tests.replay.doors import DOORS, differences, readable, replay_doors
+
+TOOLS = ROOT / "tests" / "labels" / "tau_airline" / "tools.json"
+
+
+def _real_accuracy() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "real_accuracy", ROOT / "scripts" / "real_accuracy.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    accuracy = _real_accuracy()
+    data = accuracy.default_data()
+    if not data.is_file():
+        pytest.skip(f"{data}: the tau-bench file is not there")
+    started = time.monotonic()
+    importer = {r.index: r.findings for r in accuracy.analyse(data, None, str(TOOLS))}
+    imported = time.monotonic() - started
+    doors = replay_doors(list(DOORS), data, str(TOOLS), tmp_path_factory.mktemp("doors"))
+    recorded = json.loads(data.read_text("utf-8"))
+    print(
+        f"importer {imported:.0f}s; "
+        + "; ".join(f"{n} {d.seconds['total']:.0f}s" for n, d in doors.items())
+    )
+    return recorded, importer, doors
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+def test_every_run_is_replayed_with_its_outcome(corpus, door):
+    recorded, _, doors = corpus
+    runs = doors[door].runs
+    assert sorted(runs) == list(range(len(recorded)))
+    wrong = [
+        i
+        for i, run in runs.items()
+        if run.outcome != ("success" if recorded[i]["reward"] >= 1.0 else "failure")
+        or run.score != float(recorded[i]["reward"])
+    ]
+    assert not wrong, f"runs whose outcome or score was not read: {wrong[:20]}"
+    assert len({run.trace_id for run in runs.values()}) == len(runs)
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+def test_the_door_finds_what_the_importer_finds(corpus, door):
+    _, importer, doors = corpus
+    got = {i: run.findings for i, run in doors[door].runs.items()}
+    diffs = differences(importer, got)
+    assert not diffs, (
+        f"{len(diffs)} of {len(importer)} runs differ between the importer (-) and "
+        f"{door} (+):\n{readable(diffs)}"
+    )
