@@ -18,17 +18,14 @@ from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.normalize import normalize_span
 from mast_otel.processors.run import DetectorRun, Run
 from mast_otel.processors.window import RunWindows, WindowConfig
+from tests import corpora
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tau_file() -> Path | None:
-    """The tau-bench airline file in ../shared/data, if present."""
-    for folder in [ROOT, *ROOT.parents]:
-        candidate = folder.parent / "shared/data/tau-bench/gpt-4o-airline.json"
-        if candidate.is_file():
-            return candidate
-    return None
+def tau_file() -> Path:
+    """The tau-bench airline file (shipped compressed in tests/data)."""
+    return corpora.tau_file()
 
 
 def steps_of(run: RunSpec) -> list[Step]:
@@ -80,7 +77,6 @@ def chat_steps(messages: list[dict[str, Any]], position: int = 0) -> list[Step]:
 
 def tau_run(index: int) -> dict[str, Any]:
     path = tau_file()
-    assert path is not None
     runs: list[dict[str, Any]] = json.loads(path.read_text())
     return runs[index]
 

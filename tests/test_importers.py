@@ -22,6 +22,7 @@ from mast_otel.collector.importers import (
 )
 from mast_otel.collector.importers.spans import MESSAGE_INDEX, RESULT_MESSAGE_INDEX
 from mast_otel.processors.ids import stable_hex
+from tests.corpora import tau_file
 from tests.load import PYTHONPATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,16 +36,7 @@ CODEX_SESSION = "019aad50-0000-7000-8000-00000000c0de"
 SAMPLE_LABELS = ROOT / "tests/fixtures/labels/tau_airline_sample.jsonl"
 
 
-def _tau() -> Path | None:
-    for folder in [ROOT, *ROOT.parents]:
-        candidate = folder.parent / "shared/data/tau-bench/gpt-4o-airline.json"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-TAU = _tau()
-needs_tau = pytest.mark.skipif(TAU is None, reason="../shared/data is absent")
+TAU = tau_file()
 
 
 def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -60,9 +52,7 @@ def _spans(run):  # type: ignore[no-untyped-def]
 # --- the real tau-bench file ----------------------------------------------------------------
 
 
-@needs_tau
 def test_tau_bench_runs_map_every_span_to_its_message():
-    assert TAU is not None
     data = json.loads(TAU.read_text())
     runs = list(chat.runs(str(TAU)))
     assert recognise(str(TAU)) is chat
@@ -114,9 +104,7 @@ def test_tau_bench_runs_map_every_span_to_its_message():
     assert tools == 1164
 
 
-@needs_tau
 def test_analyze_reads_the_tau_bench_file_by_content():
-    assert TAU is not None
     result = run_cli("analyze", str(TAU), "--output", "json")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
@@ -378,9 +366,7 @@ def _script(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@needs_tau
 def test_real_accuracy_script_on_fixture_labels(tmp_path):
-    assert TAU is not None
     result = _script("--data", str(TAU), "--labels", str(SAMPLE_LABELS), "--json", "--check")
     assert result.returncode in (0, 1), result.stderr
     figures = json.loads(result.stdout)
@@ -431,7 +417,6 @@ def test_chat_user_turns_are_human_steps():
     )
 
 
-@needs_tau
 def test_tau_bench_simulated_user_turns_are_human_steps():
     from mast_otel.processors.model import StepKind
     from tests.imported import tau_run, tau_steps

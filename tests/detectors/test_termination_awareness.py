@@ -5,14 +5,10 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
-import pytest
-
 from mast_otel.processors.detectors.signals import is_final_answer
 from mast_otel.processors.model import StepKind
-from tests.imported import tau_file, tau_findings, tau_steps
+from tests.imported import tau_findings, tau_steps
 from tests.steps import GET_PODS, RunBuilder, analyse, rules
-
-needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_fm15_limit_error_and_loop_at_the_end():
@@ -62,7 +58,6 @@ def test_fm15_an_empty_user_turn_does_not_reopen_the_conversation():
     assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_final_answer")]
 
 
-@needs_tau
 def test_fm15_tau_bench_conversation_turns_are_not_final_answers():
     # Run 0: the agent lists the booking details and waits ("...confirm..."), the simulated
     # user says yes, and it books: conversation, not calls after a final answer.
@@ -99,7 +94,6 @@ def test_fm15_ending_on_an_escalation_or_an_answer_is_not_cut_off():
     assert rules(run.steps, mode="FM-1.5") == []
 
 
-@needs_tau
 def test_fm15_tau_bench_cut_off_at_the_turn_limit():
     # Run 33 ends on a search_direct_flight result at the turn limit (labelled FM-1.5);
     # run 4 ends on transfer_to_human_agents and stays silent.
