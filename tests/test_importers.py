@@ -287,6 +287,17 @@ def test_import_then_findings_signatures_and_run_read_them_back(tmp_path):
     assert rows and {r["trace_id"] for r in rows} <= set(sigs)
     assert sorted({r["mode"] for r in rows if r["trace_id"] == codex_id}) == sigs[codex_id]["modes"]
 
+    # The user's turns, which only the model calls' input holds, are shown at those calls.
+    chat_run = run_cli("run", chat_ids[0], "--data-dir", data_dir)
+    assert chat_run.returncode == 0, chat_run.stderr
+    turn = next(line for line in chat_run.stdout.splitlines() if "Cancel order A17." in line)
+    assert " human " in turn and turn.endswith("(from the model's input)")
+    chat_json = json.loads(
+        run_cli("run", chat_ids[0], "--data-dir", data_dir, "--output", "json").stdout
+    )
+    recovered = [r for s in chat_json["spans"] for r in s["recovered"]]
+    assert [(r["kind"], r["input"]) for r in recovered] == [("human", "Cancel order A17.")]
+
     timeline = run_cli("run", codex_id, "--data-dir", data_dir, "--output", "json")
     assert timeline.returncode == 0, timeline.stderr
     spans = json.loads(timeline.stdout)["spans"]
