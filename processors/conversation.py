@@ -12,8 +12,10 @@ calls of one agent in one run):
   turned into steps placed before it: each user message a HUMAN step; each `tool` message
   answering a call that no tool span ran a TOOL step with that result (a result starting with
   "Error" is a failed call, the convention of function-calling harnesses);
-- at the first call, the instructions (the system/developer messages) and the first user
-  message become the run's task (`mast.task.description`), unless the run set it;
+- at the run's first call, the instructions (the system/developer messages) and the first user
+  message become the run's task (`mast.task.description`), unless the run set it; the first
+  call of another agent (a hand-off's receiver, a sub-agent) adds nothing: its input repeats
+  what the run already showed, or is the brief the hand-off carries;
 - when the run closes, calls the model asked for that no tool span and no later input showed
   become TOOL steps without a result (the run ended on them).
 
@@ -125,6 +127,10 @@ class Conversations:
             task = task_of(messages)
             if task and conventions.TASK_DESCRIPTION not in attributes:
                 attributes[conventions.TASK_DESCRIPTION] = task
+        elif not conversation.calls_read:
+            # Another agent's first call (a hand-off's receiver, a sub-agent): its input is
+            # what the run already said, or the brief the hand-off carries. Nothing new.
+            return []
         new = _new_messages(conversation, messages)
         out: list[Step] = []
         for message in new:

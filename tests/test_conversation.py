@@ -317,3 +317,22 @@ def test_inputs_are_bounded_and_hostile_values_do_not_raise():
         {"role": "assistant", "tool_calls": 7},
     ]
     assert [m.role for m in history.from_messages(hostile, 100)] == ["user", "tool", "assistant"]
+
+
+def test_a_receiving_agents_first_input_repeats_the_run_and_adds_nothing():
+    steps = _genai_run(tool_spans=False)
+    handed = _span(
+        50,
+        "chat gpt-4o",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.agent.name": "fixer",
+            "gen_ai.input.messages": json.dumps([*INPUTS[3], ANSWER_4, USER_YES]),
+            "gen_ai.output.messages": json.dumps([ANSWER_4]),
+        },
+        start=60_000_000_000,
+    )
+    receiver = normalize_span(handed)
+    assert receiver is not None
+    read, _ = read_steps([*steps, receiver])
+    assert _shape(read) == [*EXPECTED, ("llm", "")]
