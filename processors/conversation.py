@@ -135,6 +135,8 @@ class Conversations:
         out: list[Step] = []
         for message in new:
             if message.role == history.USER:
+                if not message.text.strip():
+                    continue  # a turn with nothing said (an image, a file): no step
                 if self._said:
                     key = _key(history.USER, message.text, ())
                     count = self._said.get(key, 0)

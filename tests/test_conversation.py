@@ -336,3 +336,23 @@ def test_a_receiving_agents_first_input_repeats_the_run_and_adds_nothing():
     assert receiver is not None
     read, _ = read_steps([*steps, receiver])
     assert _shape(read) == [*EXPECTED, ("llm", "")]
+
+
+def test_tool_results_sent_in_a_user_message_are_tool_messages():
+    # pydantic-ai puts a model request's tool returns in a `user` message.
+    read = history.from_messages(
+        [
+            {
+                "role": "user",
+                "parts": [
+                    {"type": "tool_call_response", "id": "call_1", "response": RESULT},
+                    {"type": "text", "content": "and also check the mail quota"},
+                ],
+            }
+        ],
+        1000,
+    )
+    assert [(m.role, m.text, m.call_id) for m in read] == [
+        ("tool", RESULT, "call_1"),
+        ("user", "and also check the mail quota", ""),
+    ]

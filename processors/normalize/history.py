@@ -98,26 +98,47 @@ def from_messages(messages: list[Any], max_text: int) -> tuple[InputMessage, ...
 def _read(messages: list[Any], max_text: int) -> list[InputMessage]:
     out: list[InputMessage] = []
     for raw in messages:
-        read = from_message(raw, max_text)
-        if read is not None:
-            out.append(read)
+        out.extend(from_message(raw, max_text))
     return out
 
 
-def from_message(raw: object, max_text: int, role: str = "") -> InputMessage | None:
-    """One GenAI or OpenAI-shaped message, or None for something that is not one."""
+def from_message(raw: object, max_text: int) -> list[InputMessage]:
+    """One GenAI or OpenAI-shaped message as input messages: usually one; a message of any role
+    that carries tool results as parts (pydantic-ai sends them in a `user` message) gives a
+    `tool` message per result, then one for its text, if any. [] for what is not a message."""
     if isinstance(raw, str):
-        return message(role or USER, raw, max_text)
+        return [message(USER, raw, max_text)]
     if type(raw) is not dict and not isinstance(raw, Mapping):
-        return None
-    role = role or role_of(raw.get("role"))
+        return []
+    role = role_of(raw.get("role"))
     if not role:
-        return None
+        return []
     if role == TOOL:
         text, call_id = _tool_response(raw)
-        return message(TOOL, text, max_text, call_id)
+        return [message(TOOL, text, max_text, call_id)]
+    parts = raw.get("parts")
+    if isinstance(parts, list) and any(_is_response(part) for part in parts):
+        out = [
+            message(TOOL, _response_text(part), max_text, values.name(part.get("id")))
+            for part in parts
+            if _is_response(part)
+        ]
+        text = payloads.content_text([part for part in parts if not _is_response(part)])
+        if text:
+            out.append(message(role, text, max_text))
+        return out
     calls = payloads.message_tool_calls(raw, max_text) if role == ASSISTANT else []
-    return message(role, payloads.message_text(raw), max_text, calls=calls)
+    return [message(role, payloads.message_text(raw), max_text, calls=calls)]
+
+
+def _is_response(part: object) -> bool:
+    if type(part) is not dict and not isinstance(part, Mapping):
+        return False
+    return part.get("type") in _RESPONSE_PART_TYPES
+
+
+def _response_text(part: Mapping[str, Any]) -> str:
+    return values.render(values.first(part, "response", "result", "output"))
 
 
 def _tool_response(raw: Mapping[str, Any]) -> tuple[str, str]:
@@ -130,9 +151,9 @@ def _tool_response(raw: Mapping[str, Any]) -> tuple[str, str]:
         for part in parts:
             if type(part) is not dict and not isinstance(part, Mapping):
                 continue
-            if part.get("type") in _RESPONSE_PART_TYPES:
+            if _is_response(part):
                 call_id = call_id or values.name(part.get("id"))
-                texts.append(values.render(values.first(part, "response", "result", "output")))
+                texts.append(_response_text(part))
             else:
                 texts.append(payloads.content_text(part))
         return "\n".join(text for text in texts if text), call_id
