@@ -297,9 +297,10 @@ def _new_messages(
     for key in (conversation.anchor, conversation.fallback):
         if not key:
             continue
+        role = key.partition("\x1f")[0]
         for position in range(len(messages) - 1, -1, -1):
             item = messages[position]
-            if _key(item.role, item.text, item.calls) == key:
+            if item.role == role and _key(item.role, item.text, item.calls) == key:
                 return messages[position + 1 :]
     # Neither found (the input was cut or rewritten): what follows the model's last turn.
     for position in range(len(messages) - 1, -1, -1):
@@ -311,5 +312,5 @@ def _new_messages(
 def _key(role: str, text: str, calls: tuple[ToolCallRequest, ...]) -> str:
     """What identifies a message across calls: role, the start of its text (spacing and
     apostrophes as the dialects differ in them) and the names of the calls it asked for."""
-    words = " ".join(text.translate(_APOSTROPHES).split())[:KEY_CHARS]
+    words = " ".join(text[: KEY_CHARS * 8].translate(_APOSTROPHES).split())[:KEY_CHARS]
     return "\x1f".join((role, words, *(call.name for call in calls)))
