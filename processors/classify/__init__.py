@@ -26,6 +26,16 @@ the files a command writes, and the `kind/name` references of a command's argv.
 from mast_otel.processors.classify.arguments import mentioned_targets, name_words
 from mast_otel.processors.classify.classifier import Action, ActionClassifier, ActionKind
 from mast_otel.processors.classify.shell import split_commands
+from mast_otel.processors.classify.targets import (
+    Target,
+    checks,
+    covers,
+    kube_kind,
+    kubectl_targets,
+    parse_resource,
+    parse_url,
+    sql_tables,
+)
 from mast_otel.processors.classify.vocabulary import (
     DEFAULT_COMMAND_KEYS,
     DEFAULT_MUTATING_PATTERNS,
@@ -59,7 +69,15 @@ __all__ = [
     "ActionClassifier",
     "ActionKind",
     "ClassifierConfig",
+    "Target",
+    "checks",
+    "covers",
+    "kube_kind",
+    "kubectl_targets",
     "mentioned_targets",
     "name_words",
+    "parse_resource",
+    "parse_url",
     "split_commands",
+    "sql_tables",
 ]

@@ -22,11 +22,29 @@ from mast_otel.processors.classify.arguments import (
     mentioned_targets,
     name_words,
 )
+from mast_otel.processors.classify.resources import argument_targets
 from mast_otel.processors.classify.shell import _unwrap_argv, split_commands
+from mast_otel.processors.classify.targets import (
+    Target,
+    kind_word,
+    kube_kind,
+    kubectl_targets,
+    sql_tables,
+)
 from mast_otel.processors.classify.vocabulary import ClassifierConfig
 
 _REDIRECTS = frozenset({">", ">>", "&>", ">|", "&>>"})
 _QUIET_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+# A SQL statement given as the command (`run_sql` with `{"query": "UPDATE ..."}`), and the
+# clients that run one given with `-c`, `-e`, `--query`.
+_SQL_PROGRAMS = frozenset(
+    {"select", "update", "insert", "delete", "with", "drop", "alter", "truncate", "merge",
+     "replace", "upsert"}
+)  # fmt: skip
+_SQL_CLIENTS = frozenset(
+    {"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse", "clickhouse-client", "bq",
+     "sqlcmd", "snowsql", "cockroach", "trino", "presto"}
+)  # fmt: skip
 
 
 class ActionKind(StrEnum):
@@ -42,7 +60,10 @@ class ActionKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Action:
     kind: ActionKind
+    # The names it acts on (resource names, namespaces, ids, paths), lower-cased.
     targets: frozenset[str]
+    # The same resources structured (kind, name, namespace): what verification compares.
+    refs: frozenset[Target] = frozenset()
 
 
 def _action_word(parsed: object, keys: frozenset[str]) -> str:
@@ -147,21 +168,29 @@ class ActionClassifier:
 
     def _classify(self, tool_name: str, arguments: str) -> Action:
         parsed = _parse_json(arguments)
-        targets = self._targets(parsed, arguments)
+        targets, refs = self._targets(parsed, arguments, tool_name)
+
+        def action(
+            kind: ActionKind,
+            more: frozenset[str] = frozenset(),
+            also: frozenset[Target] = frozenset(),
+        ) -> Action:
+            return Action(kind, targets | more, refs | also)
+
         if not tool_name:
             # Not a call but a message (a hand-off's brief): it names its targets only in
             # prose, as `kind/name` references and `kubectl <verb> <kind> <name>`.
-            return Action(ActionKind.UNKNOWN, targets | mentioned_targets(arguments))
+            return action(ActionKind.UNKNOWN, mentioned_targets(arguments))
         lowered = tool_name.strip().lower()
         words = name_words(tool_name)
         if lowered in self._neutral or "_".join(words) in self._neutral:
-            return Action(ActionKind.NEUTRAL, targets)
+            return action(ActionKind.NEUTRAL)
         if self.is_escalation(tool_name):
-            return Action(ActionKind.ESCALATION, targets)
+            return action(ActionKind.ESCALATION)
         if lowered == "apply_patch" or (not words and _PATCH_FILE.search(arguments)):
             patch = _command_value(parsed, ("input", "patch")) if parsed is not None else None
             paths = _patch_paths(patch if isinstance(patch, str) else arguments)
-            return Action(ActionKind.MUTATING, targets | paths)
+            return action(ActionKind.MUTATING, paths, frozenset(Target("", p) for p in paths))
         # The first verb of the name decides; a runner (`shell`, `kubectl_exec`) defers to
         # the command it is given, and without one to the next verb (`kubectl_get`).
         runner = ""
@@ -177,7 +206,7 @@ class ActionClassifier:
                 name_kind = ActionKind.READ
                 break
         if name_kind is not ActionKind.UNKNOWN and not runner:
-            return Action(name_kind, targets)
+            return action(name_kind)
         command = _command_value(parsed, self._command_keys) if parsed is not None else None
         if command is None and parsed is None and runner:
             command = arguments  # a runner given its command line as plain text
@@ -188,29 +217,31 @@ class ActionClassifier:
         elif sub and name_kind is ActionKind.UNKNOWN:
             verb = sub.replace("-", "_").split("_")[0]
             if verb in self._mutating_verbs:
-                return Action(ActionKind.MUTATING, targets)
+                return action(ActionKind.MUTATING)
             if verb in self._read_verbs:
-                return Action(ActionKind.READ, targets)
+                return action(ActionKind.READ)
         if command is not None:
-            kind, command_targets = self._command(command, prefix=runner)
+            kind, command_targets, command_refs = self._command(command, prefix=runner)
             if kind is not ActionKind.UNKNOWN:
-                return Action(kind, targets | command_targets)
+                return action(kind, command_targets, command_refs)
         if name_kind is not ActionKind.UNKNOWN:
-            return Action(name_kind, targets)
+            return action(name_kind)
         if isinstance(parsed, dict):
             method = next(
                 (v for k, v in parsed.items() if str(k).lower() == "method" and isinstance(v, str)),
                 "",
             ).upper()
             if method in ("POST", "PUT", "PATCH", "DELETE"):
-                return Action(ActionKind.MUTATING, targets)
+                return action(ActionKind.MUTATING)
             if method in ("GET", "HEAD"):
-                return Action(ActionKind.READ, targets)
-        return Action(ActionKind.UNKNOWN, targets)
+                return action(ActionKind.READ)
+        return action(ActionKind.UNKNOWN)
 
     # --- commands ---------------------------------------------------------------------------
 
-    def _command(self, command: object, prefix: str = "") -> tuple[ActionKind, frozenset[str]]:
+    def _command(
+        self, command: object, prefix: str = ""
+    ) -> tuple[ActionKind, frozenset[str], frozenset[Target]]:
         """What a command does: the commands of a shell line (or an argv list), each decided
         by its program; any change makes the whole a change."""
         if isinstance(command, list):
@@ -219,9 +250,10 @@ class ActionClassifier:
         elif isinstance(command, str):
             commands = split_commands(command)
         else:
-            return ActionKind.UNKNOWN, frozenset()
+            return ActionKind.UNKNOWN, frozenset(), frozenset()
         kinds: set[ActionKind] = set()
         targets: set[str] = set()
+        refs: set[Target] = set()
         for argv in commands:
             if (
                 prefix
@@ -233,11 +265,24 @@ class ActionClassifier:
             kind, found = self._one_command(argv)
             kinds.add(kind)
             targets |= found
-        if ActionKind.MUTATING in kinds:
-            return ActionKind.MUTATING, frozenset(targets)
-        if ActionKind.READ in kinds:
-            return ActionKind.READ, frozenset(targets)
-        return ActionKind.UNKNOWN, frozenset(targets)
+            refs |= self._command_refs(argv, found)
+        kind = next(
+            (k for k in (ActionKind.MUTATING, ActionKind.READ) if k in kinds), ActionKind.UNKNOWN
+        )
+        return kind, frozenset(targets | {w for r in refs for w in r.words()}), frozenset(refs)
+
+    def _command_refs(self, argv: list[str], found: set[str]) -> set[Target]:
+        """The resources one command names, structured: a kubectl argv's `kind/name`,
+        namespace and selector; the tables of SQL; any other name it gives as it is."""
+        program = argv[0].rsplit("/", 1)[-1].lower() if argv else ""
+        refs: set[Target] = set()
+        if program in ("kubectl", "kubectl.exe", "oc"):
+            refs.update(kubectl_targets(argv))
+        elif program in _SQL_PROGRAMS or program in _SQL_CLIENTS:
+            refs.update(sql_tables(" ".join(argv)))
+        named = {w for r in refs for w in r.words()}
+        refs.update(Target("", t) for t in found if t not in named)
+        return refs
 
     def _one_command(self, argv: list[str]) -> tuple[ActionKind, set[str]]:
         targets: set[str] = set()
@@ -309,33 +354,41 @@ class ActionClassifier:
 
     # --- targets ----------------------------------------------------------------------------
 
-    def _targets(self, parsed: object, arguments: str) -> frozenset[str]:
+    def _targets(
+        self, parsed: object, arguments: str, tool_name: str = ""
+    ) -> tuple[frozenset[str], frozenset[Target]]:
         targets: set[str] = set()
+        refs: set[Target] = set()
         # A Kubernetes manifest names its target in `kind` / `metadata`; its `apiVersion`
         # (`apps/v1`) looks like a `kind/name` reference and names nothing.
         manifests = _manifests(parsed if parsed is not None else arguments)
         for document in manifests:
             metadata = document.get("metadata")
             if isinstance(metadata, dict):
+                found = {}
                 for key in ("name", "namespace"):
                     value = metadata.get(key)
                     if isinstance(value, str) and value.strip():
-                        targets.add(value.strip().lower())
+                        found[key] = value.strip().lower()
+                        targets.add(found[key])
+                kind = str(document.get("kind", ""))
+                refs.add(
+                    Target(
+                        kube_kind(kind) or kind_word(kind),
+                        found.get("name", "").rstrip(".-"),
+                        found.get("namespace", ""),
+                    )
+                )
         if isinstance(parsed, dict) and not (manifests and manifests[0] is parsed):
-            for key, value in parsed.items():
-                lowered = str(key).lower()
-                if (
-                    lowered in self._target_keys
-                    or lowered == "id"
-                    or lowered.endswith(self._target_suffixes)
-                ):
-                    for item in value if isinstance(value, list) else [value]:
-                        if isinstance(item, str | int) and not isinstance(item, bool):
-                            name = str(item).strip().lower()
-                            if name and len(name) <= 256:
-                                targets.add(name.rsplit("/", 1)[-1] if "/" in name else name)
+            flat, found_refs = argument_targets(
+                parsed, tool_name, self._target_keys, self._target_suffixes
+            )
+            targets |= flat
+            refs |= found_refs
         # A name at the end of a sentence keeps its full stop out ("deployment/checkout.").
-        return frozenset(t.rstrip(".-") for t in targets if t.rstrip(".-"))
+        return frozenset(t.rstrip(".-") for t in targets if t.rstrip(".-")), frozenset(
+            r for r in refs if r.name or r.kind or r.namespace
+        )
 
     def _canonical_call(self, tool_name: str, arguments: str) -> str:
         """The call with argument key order, whitespace and volatile fields removed, so that

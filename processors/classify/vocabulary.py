@@ -104,6 +104,8 @@ DEFAULT_READ_PROGRAMS: tuple[str, ...] = (
 # Argument keys whose values name the resource a call acts on.
 DEFAULT_TARGET_KEYS: tuple[str, ...] = (
     "name",
+    "resource",
+    "resources",
     "resource_name",
     "target",
     "deployment",

@@ -1,0 +1,135 @@
+"""The resources a call's arguments name, structured (`targets.Target`) and as flat names.
+
+Read from the keys that name a resource (`target_keys`, and keys ending in a
+`target_key_suffixes` entry such as `reservation_id`), the namespace keys, a kind key
+(`{"kind": "Deployment", "name": "payments-api"}`, `resource_type`) and the tool's name
+(`restart_deployment`, `kubectl_get_pods`). A value written as people write a resource
+(`deployment/payments-api -n payments`, `pods -n payments`, `svc/checkout`, a URL, a SQL
+table `payments.invoices`) is parsed; any other value is a plain name, as it always was (the
+part after its last `/`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from mast_otel.processors.classify.arguments import name_words
+from mast_otel.processors.classify.targets import (
+    Target,
+    kind_word,
+    kube_kind,
+    parse_resource,
+    parse_url,
+    selector_values,
+)
+
+# Argument keys holding a namespace, and a kind (`{"kind": "Deployment", "name": "x"}`).
+# In order of preference (tuples: the first present wins, the same in every process).
+NAMESPACE_KEYS = ("namespace", "ns", "namespace_name", "k8s_namespace")
+_KIND_KEYS = (
+    "kind", "resource_type", "resourcetype", "resource_kind", "resourcekind", "type",
+    "object_type", "objecttype",
+)  # fmt: skip
+# Keys whose value may be a resource written as people write it (`deployment/x -n y`).
+_RESOURCE_KEYS = frozenset({"resource", "resources", "resource_name", "target", "name"})
+# Of those, the keys where a kind alone (`pods`) is a listing of that kind.
+_LISTING_KEYS = frozenset({"resource", "resources"})
+# Keys of a label selector narrowing a listing.
+_SELECTOR_KEYS = ("selector", "label_selector", "labelselector", "labels")
+# Words of a tool's name that say it speaks to Kubernetes.
+_KUBE_WORDS = frozenset({"kubectl", "k8s", "kube", "kubernetes", "oc", "openshift", "helm"})
+# Plain-named kinds of other keys.
+_KEY_KINDS = {"table": "table", "release": "release", "alert": "alert", "alertname": "alert"}
+
+
+def _plain(text: str) -> str:
+    """A value as a flat name: lower-cased, the part after its last `/`, no full stop."""
+    lowered = text.strip().lower()
+    return (lowered.rsplit("/", 1)[-1] if "/" in lowered else lowered).rstrip(".-")
+
+
+def _string(value: object) -> str:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return str(value).strip()
+    return ""
+
+
+def argument_targets(
+    parsed: dict[object, object],
+    tool_name: str,
+    target_keys: Collection[str],
+    suffixes: tuple[str, ...],
+) -> tuple[set[str], set[Target]]:
+    """The flat names and the structured targets of a call's arguments (a JSON object)."""
+    keys = {str(k).lower(): v for k, v in list(parsed.items())[:256]}
+    namespace = next(
+        (_plain(_string(keys[k])) for k in NAMESPACE_KEYS if k in keys and _string(keys[k])), ""
+    )
+    hinted = ""
+    for key in (k for k in _KIND_KEYS if k in keys):
+        text = _string(keys[key])
+        hinted = hinted or kube_kind(text) or (kind_word(text) if key == "kind" else "")
+    words = name_words(tool_name)
+    # The kind the tool's name gives (`restart_deployment`, `kubectl_get_pods`), full words only.
+    named_kind = next((k for k in (kube_kind(w, short=False) for w in reversed(words)) if k), "")
+    default_kind = hinted or named_kind
+    kube = bool(default_kind or namespace or _KUBE_WORDS.intersection(words))
+    narrowed: tuple[str, ...] = ()
+    for key in (k for k in _SELECTOR_KEYS if k in keys):
+        narrowed = narrowed or selector_values(_string(keys[key]))
+    flat: set[str] = set()
+    refs: set[Target] = set()
+    named_resource = False
+    for key, value in keys.items():
+        if not (key in target_keys or key == "id" or key.endswith(suffixes)):
+            continue
+        for item in (value if isinstance(value, list) else [value])[:64]:
+            text = _string(item)
+            if not text or len(text) > 256:
+                continue
+            if key in NAMESPACE_KEYS:
+                flat.add(_plain(text))
+                continue
+            key_kind = kube_kind(key, short=False) if key not in _RESOURCE_KEYS else ""
+            if text[:8].lower().startswith(("http://", "https://")) or key == "url":
+                url = parse_url(text)
+                if url is not None:
+                    refs.add(url)
+                    flat.add(url.name.rstrip(".-"))
+                    continue
+            if key == "table":
+                parts = [p.strip().strip('`"').lower() for p in text.split(".")]
+                if parts[-1]:
+                    refs.add(Target("table", parts[-1], parts[-2] if len(parts) > 1 else ""))
+                    flat.update(p for p in parts[-2:] if p)
+                    continue
+            if key_kind or key in _LISTING_KEYS or (key in _RESOURCE_KEYS and kube):
+                found = parse_resource(
+                    text,
+                    kind=key_kind or default_kind,
+                    namespace=namespace,
+                    listing=key in _LISTING_KEYS,
+                )
+                if found:
+                    refs.update(
+                        Target(t.kind, t.name, t.namespace, t.selector or narrowed)
+                        if not t.name
+                        else t
+                        for t in found
+                    )
+                    flat.update(w for t in found for w in t.words())
+                    named_resource = True
+                    continue
+            name = _plain(text)
+            if not name:
+                continue
+            flat.add(name)
+            if key_kind or key in _RESOURCE_KEYS:
+                refs.add(Target(key_kind or default_kind, name, namespace))
+                named_resource = named_resource or bool(key_kind or kube)
+            else:
+                refs.add(Target(_KEY_KINDS.get(key, ""), name, namespace))
+    if namespace and not named_resource:
+        # Only a namespace (and perhaps a kind): the call lists or checks what is in it.
+        refs.add(Target(default_kind, "", namespace, narrowed))
+    return flat, refs
