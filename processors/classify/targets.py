@@ -161,6 +161,8 @@ _SECRET_TYPES = frozenset({"generic", "tls", "docker-registry"})
 
 def _flags(tokens: list[str]) -> tuple[list[str], str, tuple[str, ...], list[str]]:
     """Operands, namespace, selector values and files of a kubectl argv's words."""
+    # `kubectl logs -f` follows: there `-f` takes no file.
+    follows = any(t in ("logs", "log") for t in tokens[:8])
     operands: list[str] = []
     namespace = ""
     selector: tuple[str, ...] = ()
@@ -178,6 +180,8 @@ def _flags(tokens: list[str]) -> tuple[list[str], str, tuple[str, ...], list[str
         if not eq and len(flag) > 2 and flag[1] in "nl" and flag[:2] in ("-n", "-l"):
             flag, value, eq = flag[:2], flag[2:], "="  # `-npayments`
         if not eq and flag in _VALUE_FLAGS and position < len(tokens):
+            if flag == "-f" and follows:
+                continue
             value = tokens[position]
             position += 1
         if flag in ("-n", "--namespace"):
@@ -300,12 +304,19 @@ def parse_resource(
     if not operands:
         return (Target(kind, "", namespace, selector),) if (has_flag and namespace) else ()
     first = operands[0]
-    kind_first = kube_kind(first.split("/", 1)[0].split(",", 1)[0])
+    head = first.split("/", 1)[0].split(",", 1)[0]
+    kind_first = kube_kind(head)
     if "/" in first:
-        if not kind_first or first.count("/") != 1:
+        # A custom kind is group-qualified (`rollouts.argoproj.io/canary`) or written as
+        # its Kind (`VirtualService/reviews`); `src/app.py` is a path.
+        custom = "." in head or head[:1].isupper()
+        if not (kind_first or (custom and kind_word(head))) or first.count("/") != 1:
             return ()
         found = _operand_targets(operands, namespace, selector)
-    elif kind_first and (len(operands) > 1 or has_flag or listing):
+        if len(found) != len(operands):
+            return ()  # words besides the references: prose
+    elif kind_first and (len(operands) == 2 or has_flag or (listing and len(operands) == 1)):
+        # `deploy payments-api`, `pods -n payments`; more words without a flag are prose.
         if not all(_name(o) for o in operands[1:]) or len(operands) > 8:
             return ()
         found = _operand_targets(operands, namespace, selector)
@@ -340,7 +351,8 @@ def parse_url(text: str) -> Target | None:
 # A table after the words that introduce one; names quoted or not, up to three parts.
 _SQL_PART = r"(?:`[^`\n]{1,128}`|\"[^\"\n]{1,128}\"|\[[^\]\n]{1,128}\]|[A-Za-z_][\w$]{0,127})"
 _SQL_TABLE = re.compile(
-    r"\b(FROM|JOIN|UPDATE|INTO|TABLE|TRUNCATE)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+|ONLY\s+)?"
+    r"\b(FROM|JOIN|UPDATE|INTO|TABLE|TRUNCATE(?:\s+TABLE)?)\s+"
+    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+|ONLY\s+)?"
     rf"({_SQL_PART}(?:\s*\.\s*{_SQL_PART}){{0,2}})",
     re.IGNORECASE,
 )
@@ -368,14 +380,20 @@ def sql_tables(statement: str) -> tuple[Target, ...]:
 # --- what a read checks ------------------------------------------------------------------------
 
 
+# Kinds whose change shows in the pods of their namespace: workloads, and the configuration
+# the pods read (a config map or secret is checked by the pods running with it).
+_SHOWN_IN_PODS = POD_OWNERS | {"configmap", "secret"}
+
+
 def _lists(listed: str, kind: str) -> bool:
     """A listing of `listed` shows the state of a resource of `kind`: the same kind, `all`, a
-    kind not said on either side, or the pods of a workload (and a deployment's replica
-    sets). Events, services, config maps do not show a workload's state."""
+    kind not said on either side, the pods of a workload (or of the configuration they run
+    with), a deployment's replica sets. Events, services, endpoints do not show a
+    workload's state."""
     if not listed or not kind or listed == kind or listed == "all":
         return True
     if listed == "pod":
-        return kind in POD_OWNERS
+        return kind in _SHOWN_IN_PODS
     return listed == "replicaset" and kind == "deployment"
 
 
@@ -402,11 +420,14 @@ def covers(changed: Target, read: Target) -> bool:
             return False
         if changed.name == read.name:
             return True
-        # A pod of the workload (`checkout-7d9f-x2` of deployment `checkout`).
+        # A pod of the changed workload (`checkout-7d9f-x2` of deployment `checkout`), or the
+        # workload of a changed pod (a pod deleted, its deployment read).
+        if read.kind == "pod" and changed.kind in POD_OWNERS:
+            return read.name.startswith(changed.name + "-")
         return (
-            read.kind == "pod"
-            and changed.kind in POD_OWNERS
-            and read.name.startswith(changed.name + "-")
+            changed.kind == "pod"
+            and read.kind in POD_OWNERS
+            and changed.name.startswith(read.name + "-")
         )
     if not read.name and (read.kind or read.namespace):
         # A listing covers only its own namespace (all of them with `-A`), and with a label
