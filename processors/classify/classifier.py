@@ -22,29 +22,17 @@ from mast_otel.processors.classify.arguments import (
     mentioned_targets,
     name_words,
 )
-from mast_otel.processors.classify.resources import argument_targets
+from mast_otel.processors.classify.resources import argument_targets, command_targets
 from mast_otel.processors.classify.shell import _unwrap_argv, split_commands
 from mast_otel.processors.classify.targets import (
     Target,
     kind_word,
     kube_kind,
-    kubectl_targets,
-    sql_tables,
 )
 from mast_otel.processors.classify.vocabulary import ClassifierConfig
 
 _REDIRECTS = frozenset({">", ">>", "&>", ">|", "&>>"})
 _QUIET_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
-# A SQL statement given as the command (`run_sql` with `{"query": "UPDATE ..."}`), and the
-# clients that run one given with `-c`, `-e`, `--query`.
-_SQL_PROGRAMS = frozenset(
-    {"select", "update", "insert", "delete", "with", "drop", "alter", "truncate", "merge",
-     "replace", "upsert"}
-)  # fmt: skip
-_SQL_CLIENTS = frozenset(
-    {"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse", "clickhouse-client", "bq",
-     "sqlcmd", "snowsql", "cockroach", "trino", "presto"}
-)  # fmt: skip
 
 
 class ActionKind(StrEnum):
@@ -265,24 +253,11 @@ class ActionClassifier:
             kind, found = self._one_command(argv)
             kinds.add(kind)
             targets |= found
-            refs |= self._command_refs(argv, found)
+            refs |= command_targets(argv, found)
         kind = next(
             (k for k in (ActionKind.MUTATING, ActionKind.READ) if k in kinds), ActionKind.UNKNOWN
         )
         return kind, frozenset(targets | {w for r in refs for w in r.words()}), frozenset(refs)
-
-    def _command_refs(self, argv: list[str], found: set[str]) -> set[Target]:
-        """The resources one command names, structured: a kubectl argv's `kind/name`,
-        namespace and selector; the tables of SQL; any other name it gives as it is."""
-        program = argv[0].rsplit("/", 1)[-1].lower() if argv else ""
-        refs: set[Target] = set()
-        if program in ("kubectl", "kubectl.exe", "oc"):
-            refs.update(kubectl_targets(argv))
-        elif program in _SQL_PROGRAMS or program in _SQL_CLIENTS:
-            refs.update(sql_tables(" ".join(argv)))
-        named = {w for r in refs for w in r.words()}
-        refs.update(Target("", t) for t in found if t not in named)
-        return refs
 
     def _one_command(self, argv: list[str]) -> tuple[ActionKind, set[str]]:
         targets: set[str] = set()

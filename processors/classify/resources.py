@@ -3,10 +3,10 @@
 Read from the keys that name a resource (`target_keys`, and keys ending in a
 `target_key_suffixes` entry such as `reservation_id`), the namespace keys, a kind key
 (`{"kind": "Deployment", "name": "payments-api"}`, `resource_type`) and the tool's name
-(`restart_deployment`, `kubectl_get_pods`). A value written as people write a resource
-(`deployment/payments-api -n payments`, `pods -n payments`, `svc/checkout`, a URL, a SQL
-table `payments.invoices`) is parsed; any other value is a plain name, as it always was (the
-part after its last `/`).
+(`restart_deployment`, `kubectl_get_pods`); and from a command's argv (`command_targets`).
+A value written as people write a resource (`deployment/payments-api -n payments`, `pods -n
+payments`, `svc/checkout`, a URL, a SQL table `payments.invoices`) is parsed; any other value
+is a plain name, as it always was (the part after its last `/`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from mast_otel.processors.classify.targets import (
     Target,
     kind_word,
     kube_kind,
+    kubectl_targets,
     parse_resource,
     parse_url,
     selector_values,
+    sql_tables,
 )
 
 # Argument keys holding a namespace, and a kind (`{"kind": "Deployment", "name": "x"}`).
@@ -38,6 +40,16 @@ _LISTING_KEYS = frozenset({"resource", "resources"})
 _SELECTOR_KEYS = ("selector", "label_selector", "labelselector", "labels")
 # Words of a tool's name that say it speaks to Kubernetes.
 _KUBE_WORDS = frozenset({"kubectl", "k8s", "kube", "kubernetes", "oc", "openshift", "helm"})
+# A SQL statement given as the command (`run_sql` with `{"query": "UPDATE ..."}`), and the
+# clients that run one given with `-c`, `-e`, `--query`.
+_SQL_PROGRAMS = frozenset(
+    {"select", "update", "insert", "delete", "with", "drop", "alter", "truncate", "merge",
+     "replace", "upsert"}
+)  # fmt: skip
+_SQL_CLIENTS = frozenset(
+    {"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse", "clickhouse-client", "bq",
+     "sqlcmd", "snowsql", "cockroach", "trino", "presto"}
+)  # fmt: skip
 # Plain-named kinds of other keys.
 _KEY_KINDS = {"table": "table", "release": "release", "alert": "alert", "alertname": "alert"}
 
@@ -133,3 +145,17 @@ def argument_targets(
         # Only a namespace (and perhaps a kind): the call lists or checks what is in it.
         refs.add(Target(default_kind, "", namespace, narrowed))
     return flat, refs
+
+
+def command_targets(argv: list[str], found: set[str]) -> set[Target]:
+    """The resources one command names, structured: a kubectl argv's `kind/name`, namespace
+    and selector; the tables of SQL; any other name it gives (`found`) as it is."""
+    program = argv[0].rsplit("/", 1)[-1].lower() if argv else ""
+    refs: set[Target] = set()
+    if program in ("kubectl", "kubectl.exe", "oc"):
+        refs.update(kubectl_targets(argv))
+    elif program in _SQL_PROGRAMS or program in _SQL_CLIENTS:
+        refs.update(sql_tables(" ".join(argv)))
+    named = {w for r in refs for w in r.words()}
+    refs.update(Target("", t) for t in found if t not in named)
+    return refs
