@@ -251,6 +251,10 @@ def test_listings_from_arguments_and_commands():
     assert refs("get_pods", {"namespace": "payments", "label_selector": "app=payments-api"}) == {
         Target("pod", "", "payments", ("payments-api",))
     }
+    # A kind in the resource key beside a name is that name's kind, not a listing.
+    assert refs(
+        "kubectl_get", {"resource": "deployment", "name": "payments-api", "namespace": "payments"}
+    ) == {PAY}
     # A namespace and no kind: whatever the tool reads there.
     assert refs("get_alerts", {"namespace": "payments"}) == {Target("", "", "payments")}
 
@@ -290,7 +294,9 @@ def test_plain_values_keep_their_flat_names():
         (Target("deployment", "payments-api", "staging"), False),  # another namespace
         (Target("pod", "", "staging"), False),
         (Target("pod", "", ""), False),  # pods of an unsaid namespace
+        (Target("pod", "", "payments", ("payments",)), True),  # `app=payments`: its app label
         (Target("pod", "", "payments", ("checkout",)), False),  # another app's pods
+        (Target("pod", "", "payments", ("api",)), False),
         (Target("pod", "payments-api2-abc", "payments"), False),
         (Target("event", "", "payments"), False),  # events: what happened, not the state
         (Target("service", "", "payments"), False),

@@ -32,6 +32,12 @@ def _lists(listed: str, kind: str) -> bool:
     return listed == "replicaset" and kind == "deployment"
 
 
+def _selects(values: tuple[str, ...], name: str) -> bool:
+    """A label selector's values select a workload's pods: a value is its name, or one is the
+    other's leading words (`app=payments` for deployment `payments-api`, and back)."""
+    return any(v == name or name.startswith(v + "-") or v.startswith(name + "-") for v in values)
+
+
 def _same_namespace(a: str, b: str) -> bool:
     """Two named resources' namespaces agree: equal, or one not said (kubectl's current
     namespace), or all namespaces."""
@@ -69,7 +75,7 @@ def covers(changed: Target, read: Target) -> bool:
         # selector only the workloads it names.
         if read.namespace != changed.namespace and read.namespace != "*":
             return False
-        if read.selector and changed.name and changed.name not in read.selector:
+        if read.selector and changed.name and not _selects(read.selector, changed.name):
             return False
         return _lists(read.kind, changed.kind)
     if not changed.name and (changed.kind or changed.namespace) and read.name:

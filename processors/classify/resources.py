@@ -34,6 +34,8 @@ _KIND_KEYS = (
 )  # fmt: skip
 # Keys whose value may be a resource written as people write it (`deployment/x -n y`).
 _RESOURCE_KEYS = frozenset({"resource", "resources", "resource_name", "target", "name"})
+# Of those, the keys that give a name alone.
+_NAME_KEYS = frozenset({"name", "resource_name"})
 # Of those, the keys where a kind alone (`pods`) is a listing of that kind.
 _LISTING_KEYS = frozenset({"resource", "resources"})
 # Keys of a label selector narrowing a listing.
@@ -84,6 +86,19 @@ def argument_targets(
     words = name_words(tool_name)
     # The kind the tool's name gives (`restart_deployment`, `kubectl_get_pods`), full words only.
     named_kind = next((k for k in (kube_kind(w, short=False) for w in reversed(words)) if k), "")
+    # `{"resource": "deployment", "name": "payments-api"}`: the resource key gives the kind of
+    # the name beside it, not a listing of every deployment.
+    kind_only = {
+        key
+        for key in _LISTING_KEYS
+        if key in keys and kube_kind(_string(keys[key])) and " " not in _string(keys[key])
+    }
+    if kind_only and any(
+        _string(keys[k]) for k in keys if k in _NAME_KEYS or kube_kind(k, short=False)
+    ):
+        hinted = hinted or kube_kind(_string(keys[min(kind_only)]))
+    else:
+        kind_only = set()
     default_kind = hinted or named_kind
     kube = bool(default_kind or namespace or _KUBE_WORDS.intersection(words))
     narrowed: tuple[str, ...] = ()
@@ -93,7 +108,7 @@ def argument_targets(
     refs: set[Target] = set()
     named_resource = False
     for key, value in keys.items():
-        if not (key in target_keys or key == "id" or key.endswith(suffixes)):
+        if key in kind_only or not (key in target_keys or key == "id" or key.endswith(suffixes)):
             continue
         for item in (value if isinstance(value, list) else [value])[:64]:
             text = _string(item)
