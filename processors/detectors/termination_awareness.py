@@ -9,7 +9,8 @@ Rules:
   than calling a tool, with no user turn after it) and then kept calling tools itself; a
   text-only turn the user answers is a turn of the conversation, not the final answer;
 - `calls_after_success`: a check after a change (a read of the changed resource, as FM-3.2
-  counts one: `classify.covers`) already showed the resource healthy, and the agent made `calls_after_success` more tool calls regardless, before the user spoke again;
+  counts one: `classify.covers`) already showed the resource healthy, and the agent made
+  `calls_after_success` more tool calls regardless, before the user spoke again;
 - `ended_in_loop`: the run's last `final_loop_length` tool calls were one call repeated with
   the same result: it stopped because something else stopped it, not because it was done;
 - `ended_mid_work`: the run's last step is a tool call (not an escalation to a person, not a
