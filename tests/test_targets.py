@@ -365,3 +365,14 @@ def test_random_strings_never_raise():
         for found in (parse_resource(text), kubectl_targets(text.split()), sql_tables(text)):
             assert all(isinstance(t, Target) for t in found)
         parse_url(text)
+
+
+def test_namespace_and_kind_keys_are_configurable():
+    from mast_otel.processors.classify import ClassifierConfig
+
+    args = json.dumps({"name": "payments-api", "project": "payments", "objectKind": "deploy"})
+    assert C.classify("kubectl_get", args).refs == {Target("", "payments-api")}
+    config = ClassifierConfig(
+        namespace_keys=["project"], kind_keys=["objectkind"], target_keys=["name"]
+    )
+    assert ActionClassifier(config).classify("kubectl_get", args).refs == {PAY}

@@ -22,12 +22,14 @@ from mast_otel.processors.classify.arguments import (
     mentioned_targets,
     name_words,
 )
-from mast_otel.processors.classify.resources import argument_targets, command_targets
+from mast_otel.processors.classify.resources import (
+    argument_targets,
+    command_targets,
+    manifest_targets,
+)
 from mast_otel.processors.classify.shell import _unwrap_argv, split_commands
 from mast_otel.processors.classify.targets import (
     Target,
-    kind_word,
-    kube_kind,
 )
 from mast_otel.processors.classify.vocabulary import ClassifierConfig
 
@@ -87,6 +89,8 @@ class ActionClassifier:
         self._read_programs = frozenset(p.lower() for p in c.read_programs)
         self._target_keys = frozenset(k.lower() for k in c.target_keys)
         self._target_suffixes = tuple(k.lower() for k in c.target_key_suffixes)
+        self._namespace_keys = tuple(k.lower() for k in c.namespace_keys)
+        self._kind_keys = tuple(k.lower() for k in c.kind_keys)
         self._volatile_keys = frozenset(k.lower() for k in c.volatile_argument_keys)
         self._volatile_result = [re.compile(p) for p in c.volatile_result_patterns]
         # The same calls and results recur within and across runs; several detectors ask.
@@ -338,25 +342,17 @@ class ActionClassifier:
         # (`apps/v1`) looks like a `kind/name` reference and names nothing.
         manifests = _manifests(parsed if parsed is not None else arguments)
         for document in manifests:
-            metadata = document.get("metadata")
-            if isinstance(metadata, dict):
-                found = {}
-                for key in ("name", "namespace"):
-                    value = metadata.get(key)
-                    if isinstance(value, str) and value.strip():
-                        found[key] = value.strip().lower()
-                        targets.add(found[key])
-                kind = str(document.get("kind", ""))
-                refs.add(
-                    Target(
-                        kube_kind(kind) or kind_word(kind),
-                        found.get("name", "").rstrip(".-"),
-                        found.get("namespace", ""),
-                    )
-                )
+            flat, found_refs = manifest_targets(document)
+            targets |= flat
+            refs |= found_refs
         if isinstance(parsed, dict) and not (manifests and manifests[0] is parsed):
             flat, found_refs = argument_targets(
-                parsed, tool_name, self._target_keys, self._target_suffixes
+                parsed,
+                tool_name,
+                self._target_keys,
+                self._target_suffixes,
+                self._namespace_keys,
+                self._kind_keys,
             )
             targets |= flat
             refs |= found_refs

@@ -11,7 +11,7 @@ is a plain name, as it always was (the part after its last `/`).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from mast_otel.processors.classify.arguments import name_words
 from mast_otel.processors.classify.targets import (
@@ -24,14 +24,8 @@ from mast_otel.processors.classify.targets import (
     selector_values,
     sql_tables,
 )
+from mast_otel.processors.classify.vocabulary import DEFAULT_KIND_KEYS, DEFAULT_NAMESPACE_KEYS
 
-# Argument keys holding a namespace, and a kind (`{"kind": "Deployment", "name": "x"}`).
-# In order of preference (tuples: the first present wins, the same in every process).
-NAMESPACE_KEYS = ("namespace", "ns", "namespace_name", "k8s_namespace")
-_KIND_KEYS = (
-    "kind", "resource_type", "resourcetype", "resource_kind", "resourcekind", "type",
-    "object_type", "objecttype",
-)  # fmt: skip
 # Keys whose value may be a resource written as people write it (`deployment/x -n y`).
 _RESOURCE_KEYS = frozenset({"resource", "resources", "resource_name", "target", "name"})
 # Of those, the keys that give a name alone.
@@ -73,14 +67,18 @@ def argument_targets(
     tool_name: str,
     target_keys: Collection[str],
     suffixes: tuple[str, ...],
+    namespace_keys: Sequence[str] = DEFAULT_NAMESPACE_KEYS,
+    kind_keys: Sequence[str] = DEFAULT_KIND_KEYS,
 ) -> tuple[set[str], set[Target]]:
-    """The flat names and the structured targets of a call's arguments (a JSON object)."""
+    """The flat names and the structured targets of a call's arguments (a JSON object): the
+    values of `target_keys` (and keys ending in one of `suffixes`), in the namespace the first
+    of `namespace_keys` present gives, of the kind the first of `kind_keys` gives."""
     keys = {str(k).lower(): v for k, v in list(parsed.items())[:256]}
     namespace = next(
-        (_plain(_string(keys[k])) for k in NAMESPACE_KEYS if k in keys and _string(keys[k])), ""
+        (_plain(_string(keys[k])) for k in namespace_keys if k in keys and _string(keys[k])), ""
     )
     hinted = ""
-    for key in (k for k in _KIND_KEYS if k in keys):
+    for key in (k for k in kind_keys if k in keys):
         text = _string(keys[key])
         hinted = hinted or kube_kind(text) or (kind_word(text) if key == "kind" else "")
     words = name_words(tool_name)
@@ -114,7 +112,7 @@ def argument_targets(
             text = _string(item)
             if not text or len(text) > 256:
                 continue
-            if key in NAMESPACE_KEYS:
+            if key in namespace_keys:
                 flat.add(_plain(text))
                 continue
             key_kind = kube_kind(key, short=False) if key not in _RESOURCE_KEYS else ""
@@ -174,3 +172,23 @@ def command_targets(argv: list[str], found: set[str]) -> set[Target]:
     named = {w for r in refs for w in r.words()}
     refs.update(Target("", t) for t in found if t not in named)
     return refs
+
+
+def manifest_targets(document: dict[str, object]) -> tuple[set[str], set[Target]]:
+    """The flat names and the target of a Kubernetes object (`kind`, `metadata.name`,
+    `metadata.namespace`)."""
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        return set(), set()
+    found = {}
+    for key in ("name", "namespace"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            found[key] = value.strip().lower()
+    kind = str(document.get("kind", ""))
+    target = Target(
+        kube_kind(kind) or kind_word(kind),
+        found.get("name", "").rstrip(".-"),
+        found.get("namespace", ""),
+    )
+    return set(found.values()), {target}

@@ -126,6 +126,14 @@ DEFAULT_TARGET_KEYS: tuple[str, ...] = (
     "alertname",
 )
 
+# Argument keys holding a namespace, in order of preference.
+DEFAULT_NAMESPACE_KEYS: tuple[str, ...] = ("namespace", "ns", "namespace_name", "k8s_namespace")
+# Argument keys holding a kind (`{"kind": "Deployment", "name": "x"}`), in order of preference.
+DEFAULT_KIND_KEYS: tuple[str, ...] = (
+    "kind", "resource_type", "resourcetype", "resource_kind", "resourcekind", "type",
+    "object_type", "objecttype",
+)  # fmt: skip
+
 
 @dataclass
 class ClassifierConfig:
@@ -163,6 +171,12 @@ class ClassifierConfig:
     target_keys: list[str] = field(default_factory=lambda: list(DEFAULT_TARGET_KEYS))
     # Endings of argument keys whose values name the resource (`reservation_id`, `ticket_ids`).
     target_key_suffixes: list[str] = field(default_factory=lambda: ["_id", "_ids", "id"])
+    # Argument keys holding the namespace of the resource the other keys name (`{"deployment":
+    # "x", "namespace": "y"}`); the first present is read.
+    namespace_keys: list[str] = field(default_factory=lambda: list(DEFAULT_NAMESPACE_KEYS))
+    # Argument keys holding the kind of the resource the name keys name (`{"kind":
+    # "Deployment", "name": "x"}`); any value of `kind`, a Kubernetes kind of the others.
+    kind_keys: list[str] = field(default_factory=lambda: list(DEFAULT_KIND_KEYS))
     # Argument keys whose values change between otherwise identical calls (ids, clocks).
     volatile_argument_keys: list[str] = field(
         default_factory=lambda: [
@@ -208,6 +222,8 @@ class ClassifierConfig:
             "read_programs",
             "target_keys",
             "target_key_suffixes",
+            "namespace_keys",
+            "kind_keys",
         ):
             for word in getattr(self, key):
                 if not isinstance(word, str) or not word.strip():
