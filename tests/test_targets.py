@@ -290,6 +290,10 @@ def test_plain_values_keep_their_flat_names():
         (Target("all", "", "payments"), True),
         (Target("", "", "payments"), True),  # a check scoped to the namespace
         (Target("replicaset", "", "payments"), True),
+        (Target("horizontalpodautoscaler", "payments-api", "payments"), True),
+        (Target("", "payments-api"), True),  # a name of no kind said
+        (Target("secret", "payments-api", "payments"), False),  # a secret of the same name
+        (Target("configmap", "payments-api", "payments"), False),
         (Target("deployment", "checkout", "payments"), False),  # another deployment
         (Target("deployment", "payments-api", "staging"), False),  # another namespace
         (Target("pod", "", "staging"), False),

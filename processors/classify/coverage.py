@@ -1,19 +1,20 @@
 """What a read checks: whether a read of one target looks at what a change of another changed.
 
 The rule FM-3.2 and FM-3.3 count verification by. Decided for an SRE reading the run: the same
-resource is checked by reading it (any kind of the same name: a deployment's service or its
-rollout status), in a namespace that agrees (the same one, or one side not saying it:
-kubectl's current namespace); a workload by one of its pods; a pod by its workload; anything
-by a listing, in its own namespace (`-A`: every namespace), of its kind, of `all`, or of the
-pods, which show a workload's state and that of the config maps and secrets the pods run with.
-A listing with a label selector checks only the apps it selects. Another deployment in the same
-namespace, the same name in another namespace, a namespace's events or services, or pods with
-no namespace said after a change in one, check nothing: the change stays unverified.
+resource is checked by reading it (by its kind, or as another face of the same app: a
+deployment's service, pods, rollout status; not a secret or config map of the same name), in a
+namespace that agrees (the same one, or one side not saying it: kubectl's current namespace);
+a workload by one of its pods; a pod by its workload; anything by a listing, in its own
+namespace (`-A`: every namespace), of its kind, of `all`, or of the pods, which show a
+workload's state and that of the config maps and secrets the pods run with. A listing with a
+label selector checks only the apps it selects. Another deployment in the same namespace, the
+same name in another namespace, a namespace's events or services, or pods with no namespace
+said after a change in one, check nothing: the change stays unverified.
 """
 
 from __future__ import annotations
 
-from mast_otel.processors.classify.targets import POD_OWNERS, Target
+from mast_otel.processors.classify.targets import POD_OWNERS, Target, kube_kind
 
 # Kinds whose change shows in the pods of their namespace: workloads, and the configuration
 # the pods read (a config map or secret is checked by the pods running with it).
@@ -30,6 +31,24 @@ def _lists(listed: str, kind: str) -> bool:
     if listed == "pod":
         return kind in _SHOWN_IN_PODS
     return listed == "replicaset" and kind == "deployment"
+
+
+# Kinds named after the application they serve: a deployment, its pods, its service, its
+# ingress and autoscaler share the app's name, and reading one by that name reads the app.
+_APP_KINDS = POD_OWNERS | {
+    "pod", "service", "ingress", "endpoints", "horizontalpodautoscaler", "poddisruptionbudget"
+}  # fmt: skip
+
+
+def _same_thing(changed: str, read: str) -> bool:
+    """Two resources of one name are one thing: a kind not said, or not a Kubernetes kind (a
+    table, a URL's collection), on either side; the same kind; or two faces of one app. A
+    secret or a config map is not the deployment of its name."""
+    if not changed or not read or changed == read:
+        return True
+    if not (kube_kind(changed) and kube_kind(read)):
+        return True
+    return changed in _APP_KINDS and read in _APP_KINDS
 
 
 def _selects(values: tuple[str, ...], name: str) -> bool:
@@ -60,7 +79,7 @@ def covers(changed: Target, read: Target) -> bool:
         if not _same_namespace(changed.namespace, read.namespace):
             return False
         if changed.name == read.name:
-            return True
+            return _same_thing(changed.kind, read.kind)
         # A pod of the changed workload (`checkout-7d9f-x2` of deployment `checkout`), or the
         # workload of a changed pod (a pod deleted, its deployment read).
         if read.kind == "pod" and changed.kind in POD_OWNERS:
