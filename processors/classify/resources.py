@@ -12,6 +12,7 @@ is a plain name, as it always was (the part after its last `/`).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 
 from mast_otel.processors.classify.arguments import name_words
 from mast_otel.processors.classify.targets import (
@@ -56,6 +57,15 @@ def _plain(text: str) -> str:
     return (lowered.rsplit("/", 1)[-1] if "/" in lowered else lowered).rstrip(".-")
 
 
+@lru_cache(maxsize=1024)
+def _tool_kind(tool_name: str) -> tuple[str, bool]:
+    """The kind a tool's name gives (`restart_deployment`, `kubectl_get_pods`; full words
+    only), and whether the name says it speaks to Kubernetes (`kubectl_`, `k8s_`)."""
+    words = name_words(tool_name)
+    kind = next((k for k in (kube_kind(w, short=False) for w in reversed(words)) if k), "")
+    return kind, bool(_KUBE_WORDS.intersection(words))
+
+
 def _string(value: object) -> str:
     if isinstance(value, str | int) and not isinstance(value, bool):
         return str(value).strip()
@@ -74,40 +84,48 @@ def argument_targets(
     values of `target_keys` (and keys ending in one of `suffixes`), in the namespace the first
     of `namespace_keys` present gives, of the kind the first of `kind_keys` gives."""
     keys = {str(k).lower(): v for k, v in list(parsed.items())[:256]}
+    named = [k for k in keys if k in target_keys or k == "id" or k.endswith(suffixes)]
     namespace = next(
         (_plain(_string(keys[k])) for k in namespace_keys if k in keys and _string(keys[k])), ""
     )
-    hinted = ""
-    for key in (k for k in kind_keys if k in keys):
-        text = _string(keys[key])
-        hinted = hinted or kube_kind(text) or (kind_word(text) if key == "kind" else "")
-    words = name_words(tool_name)
-    # The kind the tool's name gives (`restart_deployment`, `kubectl_get_pods`), full words only.
-    named_kind = next((k for k in (kube_kind(w, short=False) for w in reversed(words)) if k), "")
-    # `{"resource": "deployment", "name": "payments-api"}`: the resource key gives the kind of
-    # the name beside it, not a listing of every deployment.
-    kind_only = {
-        key
-        for key in _LISTING_KEYS
-        if key in keys and kube_kind(_string(keys[key])) and " " not in _string(keys[key])
-    }
-    if kind_only and any(
-        _string(keys[k]) for k in keys if k in _NAME_KEYS or kube_kind(k, short=False)
-    ):
-        hinted = hinted or kube_kind(_string(keys[min(kind_only)]))
-    else:
-        kind_only = set()
-    default_kind = hinted or named_kind
-    kube = bool(default_kind or namespace or _KUBE_WORDS.intersection(words))
+    if not named and not namespace:
+        return set(), set()
+    kind_only: set[str] = set()
+    default_kind, kube = "", False
     narrowed: tuple[str, ...] = ()
-    for key in (k for k in _SELECTOR_KEYS if k in keys):
-        narrowed = narrowed or selector_values(_string(keys[key]))
+    if namespace or any(
+        k in _RESOURCE_KEYS or (k in target_keys and kube_kind(k, short=False)) for k in named
+    ):
+        # A resource that may be Kubernetes': its kind, and a label selector narrowing a listing.
+        hinted = ""
+        for key in (k for k in kind_keys if k in keys):
+            text = _string(keys[key])
+            hinted = hinted or kube_kind(text) or (kind_word(text) if key == "kind" else "")
+        # `{"resource": "deployment", "name": "payments-api"}`: the resource key gives the kind
+        # of the name beside it, not a listing of every deployment.
+        kind_only = {
+            key
+            for key in _LISTING_KEYS
+            if key in keys and kube_kind(_string(keys[key])) and " " not in _string(keys[key])
+        }
+        if kind_only and any(
+            _string(keys[k]) for k in keys if k in _NAME_KEYS or kube_kind(k, short=False)
+        ):
+            hinted = hinted or kube_kind(_string(keys[min(kind_only)]))
+        else:
+            kind_only = set()
+        named_kind, kube_words = _tool_kind(tool_name)
+        default_kind = hinted or named_kind
+        kube = bool(default_kind or namespace or kube_words)
+        for key in (k for k in _SELECTOR_KEYS if k in keys):
+            narrowed = narrowed or selector_values(_string(keys[key]))
     flat: set[str] = set()
     refs: set[Target] = set()
     named_resource = False
-    for key, value in keys.items():
-        if key in kind_only or not (key in target_keys or key == "id" or key.endswith(suffixes)):
+    for key in named:
+        if key in kind_only:
             continue
+        value = keys[key]
         for item in (value if isinstance(value, list) else [value])[:64]:
             text = _string(item)
             if not text or len(text) > 256:
@@ -115,7 +133,11 @@ def argument_targets(
             if key in namespace_keys:
                 flat.add(_plain(text))
                 continue
-            key_kind = kube_kind(key, short=False) if key not in _RESOURCE_KEYS else ""
+            key_kind = (
+                kube_kind(key, short=False)
+                if key in target_keys and key not in _RESOURCE_KEYS
+                else ""
+            )
             if text[:8].lower().startswith(("http://", "https://")) or key == "url":
                 url = parse_url(text)
                 if url is not None:

@@ -20,7 +20,7 @@ What a read checks of a change is in coverage.py.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
 # Longer free-form strings are not parsed (a value this long is prose or a document).
@@ -32,8 +32,7 @@ MAX_TARGETS = 32
 MAX_SQL = 8192
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Target:
+class Target(NamedTuple):
     """A resource: its kind (canonical, `""` when unknown), its name (`""` for a listing of
     the kind) and its namespace (`""` when not said, `"*"` for all namespaces); a listing
     narrowed by a label selector keeps the selector's values (`app=checkout`: `checkout`)."""
