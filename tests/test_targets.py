@@ -380,3 +380,30 @@ def test_namespace_and_kind_keys_are_configurable():
         namespace_keys=["project"], kind_keys=["objectkind"], target_keys=["name"]
     )
     assert ActionClassifier(config).classify("kubectl_get", args).refs == {PAY}
+
+
+def test_kubectl_run_by_another_program_or_with_a_redirect():
+    pods = {Target("pod", "", "shop")}
+    assert refs("shell", {"command": "watch -n 5 kubectl get pods -n shop"}) == pods
+    # The file a redirect writes is no pod name.
+    assert refs("shell", {"command": "kubectl get pods -n shop > pods.txt"}) == pods | {
+        Target("", "pods.txt")
+    }
+    assert refs("shell", {"command": "ssh bastion kubectl -n shop get po"}) == pods
+
+
+def test_prose_names_resources_through_the_same_parser():
+    from mast_otel.processors.classify import mentioned_targets, prose_targets
+
+    brief = (
+        "Deleting the checkout pod failed (Forbidden). Raise the memory limit of "
+        "deployment/checkout in shop instead: `kubectl set resources deploy checkout -n shop "
+        "--limits=memory=512Mi`. Read/write access and/or apps/v1 are no resources."
+    )
+    assert set(prose_targets(brief)) == {
+        Target("deployment", "checkout"),
+        Target("deployment", "checkout", "shop"),
+    }
+    assert mentioned_targets(brief) == {"checkout", "shop"}
+    assert mentioned_targets("pods are failing, -n payments") == {"payments"}
+    assert prose_targets("x" * 100_000 + " deploy/late") == ()

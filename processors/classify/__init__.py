@@ -38,6 +38,7 @@ from mast_otel.processors.classify.targets import (
     kubectl_targets,
     parse_resource,
     parse_url,
+    prose_targets,
     sql_tables,
 )
 from mast_otel.processors.classify.vocabulary import (
@@ -82,6 +83,7 @@ __all__ = [
     "name_words",
     "parse_resource",
     "parse_url",
+    "prose_targets",
     "split_commands",
     "sql_tables",
 ]

@@ -11,8 +11,6 @@ from functools import lru_cache
 
 from mast_otel.processors.classify.arguments import (
     _KUBE_REF,
-    _KUBE_VERB_TARGET,
-    _NAMESPACE_FLAG,
     _PATCH_FILE,
     _command_value,
     _manifests,
@@ -28,9 +26,7 @@ from mast_otel.processors.classify.resources import (
     manifest_targets,
 )
 from mast_otel.processors.classify.shell import _unwrap_argv, split_commands
-from mast_otel.processors.classify.targets import (
-    Target,
-)
+from mast_otel.processors.classify.targets import Target, prose_targets
 from mast_otel.processors.classify.vocabulary import ClassifierConfig
 
 _REDIRECTS = frozenset({">", ">>", "&>", ">|", "&>>"})
@@ -66,6 +62,37 @@ def _action_word(parsed: object, keys: frozenset[str]) -> str:
             if word and len(word) <= 40 and re.fullmatch(r"[a-z][a-z_-]*", word):
                 return word
     return ""
+
+
+def _split_redirects(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A command's words without its redirections, and the files it redirects output to."""
+    words: list[str] = []
+    writes: list[str] = []
+    skip = False
+    for position, token in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if token in _REDIRECTS or (token[:1] == ">" and token not in (">&",)):
+            path = argv[position + 1] if token in _REDIRECTS and position + 1 < len(argv) else ""
+            if token not in _REDIRECTS:
+                path = token.lstrip(">|&")
+            if path and path not in _QUIET_SINKS and not path.startswith("&"):
+                writes.append(path)
+            skip = token in _REDIRECTS
+            continue
+        if token in ("<", "<<", "<<<", "2>&1", ">&2", "1>&2"):
+            skip = token != "2>&1" and token != ">&2" and token != "1>&2"
+            continue
+        if token[:1].isdigit() and token[1:2] == ">":
+            path = token[2:].lstrip(">")
+            if path and path not in _QUIET_SINKS and not path.startswith("&"):
+                writes.append(path)
+            elif not path:
+                skip = True
+            continue
+        words.append(token)
+    return words, writes
 
 
 class ActionClassifier:
@@ -172,7 +199,8 @@ class ActionClassifier:
         if not tool_name:
             # Not a call but a message (a hand-off's brief): it names its targets only in
             # prose, as `kind/name` references and `kubectl <verb> <kind> <name>`.
-            return action(ActionKind.UNKNOWN, mentioned_targets(arguments))
+            prose = frozenset(prose_targets(arguments))
+            return action(ActionKind.UNKNOWN, mentioned_targets(arguments), prose)
         lowered = tool_name.strip().lower()
         words = name_words(tool_name)
         if lowered in self._neutral or "_".join(words) in self._neutral:
@@ -254,56 +282,31 @@ class ActionClassifier:
                 and (prefix in ("kubectl", "helm", "terraform", "git"))
             ):
                 argv = [prefix, *argv]  # a `kubectl` tool given "get pods"
-            kind, found = self._one_command(argv)
+            words, writes = _split_redirects(argv)
+            structured = command_targets(words)
+            kind, found = self._one_command(words, writes, structured)
             kinds.add(kind)
             targets |= found
-            refs |= command_targets(argv, found)
+            named = {w for r in structured for w in r.words()}
+            refs |= structured | {Target("", t) for t in found if t not in named}
         kind = next(
             (k for k in (ActionKind.MUTATING, ActionKind.READ) if k in kinds), ActionKind.UNKNOWN
         )
         return kind, frozenset(targets | {w for r in refs for w in r.words()}), frozenset(refs)
 
-    def _one_command(self, argv: list[str]) -> tuple[ActionKind, set[str]]:
-        targets: set[str] = set()
-        words: list[str] = []
-        writes: list[str] = []
-        skip = False
-        for position, token in enumerate(argv):
-            if skip:
-                skip = False
-                continue
-            if token in _REDIRECTS or (token[:1] == ">" and token not in (">&",)):
-                path = (
-                    argv[position + 1] if token in _REDIRECTS and position + 1 < len(argv) else ""
-                )
-                if token not in _REDIRECTS:
-                    path = token.lstrip(">|&")
-                if path and path not in _QUIET_SINKS and not path.startswith("&"):
-                    writes.append(path)
-                skip = token in _REDIRECTS
-                continue
-            if token in ("<", "<<", "<<<", "2>&1", ">&2", "1>&2"):
-                skip = token != "2>&1" and token != ">&2" and token != "1>&2"
-                continue
-            if token[:1].isdigit() and token[1:2] == ">":
-                path = token[2:].lstrip(">")
-                if path and path not in _QUIET_SINKS and not path.startswith("&"):
-                    writes.append(path)
-                elif not path:
-                    skip = True
-                continue
-            words.append(token)
+    def _one_command(
+        self, words: list[str], writes: list[str], structured: set[Target]
+    ) -> tuple[ActionKind, set[str]]:
+        """What one command does (its argv without redirects, the files it redirects to) and
+        the names it gives; `structured` are the resources `command_targets` read in it."""
+        targets: set[str] = {w for r in structured for w in r.words()}
         targets.update(_path_target(p) for p in writes)
         if not words:
             return (ActionKind.MUTATING if writes else ActionKind.UNKNOWN), targets
         program = words[0].rsplit("/", 1)[-1].lower()
         line = " ".join(words)
-        for _, name in _KUBE_REF.findall(line) if program in ("kubectl", "helm") else ():
+        for _, name in _KUBE_REF.findall(line) if program == "helm" else ():
             targets.add(name.lower())
-        for name in _KUBE_VERB_TARGET.findall(line):
-            targets.add(name.lower())
-        for namespace in _NAMESPACE_FLAG.findall(line) if program == "kubectl" else ():
-            targets.add(namespace.lower())
         args = [w for w in words[1:] if not w.startswith("-")]
         if writes:
             return ActionKind.MUTATING, targets

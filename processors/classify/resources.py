@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from mast_otel.processors.classify.arguments import name_words
 from mast_otel.processors.classify.targets import (
+    MAX_TOKENS,
     Target,
     kind_word,
     kube_kind,
@@ -182,18 +183,19 @@ def argument_targets(
     return flat, refs
 
 
-def command_targets(argv: list[str], found: set[str]) -> set[Target]:
-    """The resources one command names, structured: a kubectl argv's `kind/name`, namespace
-    and selector; the tables of SQL; any other name it gives (`found`) as it is."""
-    program = argv[0].rsplit("/", 1)[-1].lower() if argv else ""
-    refs: set[Target] = set()
-    if program in ("kubectl", "kubectl.exe", "oc"):
-        refs.update(kubectl_targets(argv))
-    elif program in _SQL_PROGRAMS or program in _SQL_CLIENTS:
-        refs.update(sql_tables(" ".join(argv)))
-    named = {w for r in refs for w in r.words()}
-    refs.update(Target("", t) for t in found if t not in named)
-    return refs
+def command_targets(words: list[str]) -> set[Target]:
+    """The resources one command (its argv, redirections removed) names, structured: a kubectl
+    argv's `kind/name`, namespace and selector (also when another program runs it: `watch
+    kubectl get pods -n shop`); the tables of SQL."""
+    program = words[0].rsplit("/", 1)[-1].lower() if words else ""
+    if program in _SQL_PROGRAMS or program in _SQL_CLIENTS:
+        return set(sql_tables(" ".join(words)))
+    if program == "oc":
+        return set(kubectl_targets(words))
+    for position, word in enumerate(words[:MAX_TOKENS]):
+        if word.rsplit("/", 1)[-1].lower() in ("kubectl", "kubectl.exe"):
+            return set(kubectl_targets(words[position:]))
+    return set()
 
 
 def manifest_targets(document: dict[str, object]) -> tuple[set[str], set[Target]]:

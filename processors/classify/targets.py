@@ -325,6 +325,45 @@ def parse_resource(
     return tuple(found[:MAX_TARGETS])
 
 
+# Prose past this many characters is read for its first ones only.
+MAX_PROSE = 8192
+_QUOTES = "`'\"()[]{}<>,;:!?*"
+
+
+def prose_targets(text: str) -> tuple[Target, ...]:
+    """The resources a message names in prose (a hand-off's brief, a plan): `kind/name`
+    references of known kinds (`deployment/checkout`, `svc/cart.`), kubectl commands quoted in
+    it (`kubectl rollout restart deploy checkout -n shop`, to the end of their sentence), and
+    `-n shop` / `--namespace shop` as namespaces."""
+    raw = text[:MAX_PROSE].split()[: MAX_TOKENS * 8]
+    tokens = [t.strip(_QUOTES) for t in raw]
+    found: list[Target] = []
+    position = 0
+    while position < len(tokens) and len(found) < MAX_TARGETS:
+        token = tokens[position]
+        lowered = token.lower()
+        if lowered == "kubectl":
+            end = position + 1
+            while end < len(tokens) and end - position < MAX_TOKENS:
+                if raw[end].endswith((".", ";", "`", ")")) or raw[end].startswith("`"):
+                    break
+                end += 1
+            found.extend(kubectl_targets(tokens[position : end + 1]))
+            position = end + 1
+            continue
+        if "/" in token and kube_kind(token.split("/", 1)[0]):
+            # Only kinds kubectl knows: prose writes `Read/write`, `and/or`.
+            found.extend(parse_resource(token.rstrip(".")))
+        elif lowered in ("-n", "--namespace") and position + 1 < len(tokens):
+            if _name(tokens[position + 1]):
+                found.append(Target("", "", _name(tokens[position + 1])))
+            position += 1
+        elif lowered.startswith("--namespace=") and _name(lowered.partition("=")[2]):
+            found.append(Target("", "", _name(lowered.partition("=")[2])))
+        position += 1
+    return tuple(found[:MAX_TARGETS])
+
+
 def parse_url(text: str) -> Target | None:
     """A URL as a target: its last path segment the name, the one before it the kind, its
     host the namespace (`https://api.example.com/v1/orders/123`: orders `123` on
