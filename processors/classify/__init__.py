@@ -31,6 +31,7 @@ a change changed.
 from mast_otel.processors.classify.arguments import mentioned_targets, name_words
 from mast_otel.processors.classify.classifier import Action, ActionClassifier, ActionKind
 from mast_otel.processors.classify.coverage import checks, covers
+from mast_otel.processors.classify.resources import sql_tables
 from mast_otel.processors.classify.shell import split_commands
 from mast_otel.processors.classify.targets import (
     Target,
@@ -39,7 +40,6 @@ from mast_otel.processors.classify.targets import (
     parse_resource,
     parse_url,
     prose_targets,
-    sql_tables,
 )
 from mast_otel.processors.classify.vocabulary import (
     DEFAULT_COMMAND_KEYS,

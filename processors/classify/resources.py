@@ -11,11 +11,13 @@ is a plain name, as it always was (the part after its last `/`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from functools import lru_cache
 
 from mast_otel.processors.classify.arguments import name_words
 from mast_otel.processors.classify.targets import (
+    MAX_TARGETS,
     MAX_TOKENS,
     Target,
     kind_word,
@@ -24,9 +26,11 @@ from mast_otel.processors.classify.targets import (
     parse_resource,
     parse_url,
     selector_values,
-    sql_tables,
 )
 from mast_otel.processors.classify.vocabulary import DEFAULT_KIND_KEYS, DEFAULT_NAMESPACE_KEYS
+
+# SQL past this many characters is read for its first ones only.
+MAX_SQL = 8192
 
 # Keys whose value may be a resource written as people write it (`deployment/x -n y`).
 _RESOURCE_KEYS = frozenset({"resource", "resources", "resource_name", "target", "name"})
@@ -181,6 +185,35 @@ def argument_targets(
         # Only a namespace (and perhaps a kind): the call lists or checks what is in it.
         refs.add(Target(default_kind, "", namespace, narrowed))
     return flat, refs
+
+
+# A table after the words that introduce one; names quoted or not, up to three parts.
+_SQL_PART = r"(?:`[^`\n]{1,128}`|\"[^\"\n]{1,128}\"|\[[^\]\n]{1,128}\]|[A-Za-z_][\w$]{0,127})"
+_SQL_TABLE = re.compile(
+    r"\b(FROM|JOIN|UPDATE|INTO|TABLE|TRUNCATE(?:\s+TABLE)?)\s+"
+    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+|ONLY\s+)?"
+    rf"({_SQL_PART}(?:\s*\.\s*{_SQL_PART}){{0,2}})",
+    re.IGNORECASE,
+)
+_SQL_KEYWORDS = frozenset(
+    {"select", "set", "values", "where", "table", "only", "lateral", "unnest", "dual", "if"}
+)
+
+
+def sql_tables(statement: str) -> tuple[Target, ...]:
+    """The tables a SQL statement names: `UPDATE orders SET ...` orders, `SELECT * FROM
+    payments.invoices JOIN t ON ...` invoices (schema payments) and t."""
+    found: list[Target] = []
+    for match in _SQL_TABLE.finditer(statement[:MAX_SQL]):
+        parts = [p.strip().strip('`"[]').lower() for p in match.group(2).split(".")]
+        if not parts or not parts[-1] or parts[-1] in _SQL_KEYWORDS:
+            continue
+        target = Target("table", parts[-1], parts[-2] if len(parts) >= 2 else "")
+        if target not in found:
+            found.append(target)
+        if len(found) >= MAX_TARGETS:
+            break
+    return tuple(found)
 
 
 def command_targets(words: list[str]) -> set[Target]:

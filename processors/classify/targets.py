@@ -9,7 +9,7 @@ One parser for the free-form strings tool arguments and commands carry:
   `deployment`; `svc` is `service`, `po` and `pods` are `pod`, `cm` is `configmap` ...);
 - URLs: `https://api.example.com/v1/orders/123` is `123` of kind `orders` on that host;
 - SQL: the tables a statement reads or writes (`UPDATE orders SET ...`, `SELECT * FROM
-  payments.invoices`: `invoices` in schema `payments`).
+  payments.invoices`: `invoices` in schema `payments`), in resources.py.
 
 Every input is bounded (`MAX_TEXT`, `MAX_TOKENS`, `MAX_TARGETS`), every pattern is linear, and
 nothing here raises on any string.
@@ -28,8 +28,6 @@ MAX_TEXT = 512
 # At most this many words of a string or argv are read, and this many targets kept.
 MAX_TOKENS = 64
 MAX_TARGETS = 32
-# SQL past this many characters is read for its first ones only.
-MAX_SQL = 8192
 
 
 class Target(NamedTuple):
@@ -383,32 +381,3 @@ def parse_url(text: str) -> Target | None:
         return Target("host", host)
     kind = segments[-2] if len(segments) >= 2 else ""
     return Target(kind, segments[-1][:256], host)
-
-
-# A table after the words that introduce one; names quoted or not, up to three parts.
-_SQL_PART = r"(?:`[^`\n]{1,128}`|\"[^\"\n]{1,128}\"|\[[^\]\n]{1,128}\]|[A-Za-z_][\w$]{0,127})"
-_SQL_TABLE = re.compile(
-    r"\b(FROM|JOIN|UPDATE|INTO|TABLE|TRUNCATE(?:\s+TABLE)?)\s+"
-    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+|ONLY\s+)?"
-    rf"({_SQL_PART}(?:\s*\.\s*{_SQL_PART}){{0,2}})",
-    re.IGNORECASE,
-)
-_SQL_KEYWORDS = frozenset(
-    {"select", "set", "values", "where", "table", "only", "lateral", "unnest", "dual", "if"}
-)
-
-
-def sql_tables(statement: str) -> tuple[Target, ...]:
-    """The tables a SQL statement names: `UPDATE orders SET ...` orders, `SELECT * FROM
-    payments.invoices JOIN t ON ...` invoices (schema payments) and t."""
-    found: list[Target] = []
-    for match in _SQL_TABLE.finditer(statement[:MAX_SQL]):
-        parts = [p.strip().strip('`"[]').lower() for p in match.group(2).split(".")]
-        if not parts or not parts[-1] or parts[-1] in _SQL_KEYWORDS:
-            continue
-        target = Target("table", parts[-1], parts[-2] if len(parts) >= 2 else "")
-        if target not in found:
-            found.append(target)
-        if len(found) >= MAX_TARGETS:
-            break
-    return tuple(found)
