@@ -158,6 +158,15 @@ def test_near_misses_name_no_resource(text: str):
         ("kubectl scale --replicas 3 deployment checkout", [Target("deployment", "checkout")]),
         ("kubectl label pods foo unhealthy=true", [Target("pod", "foo")]),
         ("kubectl delete pods --all -n shop", [Target("pod", "", "shop")]),
+        (
+            "kubectl wait --for=condition=available deploy/checkout -n shop",
+            [Target("deployment", "checkout", "shop")],
+        ),
+        ("kubectl events -n shop", [Target("event", "", "shop")]),
+        (
+            "kubectl port-forward svc/checkout 8080:80 -n shop",
+            [Target("service", "checkout", "shop")],
+        ),
         ("kubectl explain deployment.spec", []),
         ("kubectl version", []),
     ],
@@ -407,3 +416,11 @@ def test_prose_names_resources_through_the_same_parser():
     assert mentioned_targets(brief) == {"checkout", "shop"}
     assert mentioned_targets("pods are failing, -n payments") == {"payments"}
     assert prose_targets("x" * 100_000 + " deploy/late") == ()
+
+
+def test_kubectl_wait_is_a_check_of_what_it_waits_for():
+    action = C.classify(
+        "shell", json.dumps({"command": "kubectl wait --for=condition=available deploy/x -n y"})
+    )
+    assert action.kind.value == "read"
+    assert action.refs == {Target("deployment", "x", "y")}

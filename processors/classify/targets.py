@@ -94,7 +94,7 @@ POD_OWNERS = frozenset(
      "replicationcontroller"}
 )  # fmt: skip
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9._:-]{0,252}")
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,252}")
 _KIND_WORD = re.compile(r"[a-z][a-z0-9]{0,62}(?:\.[a-z0-9-]{1,63}){0,6}")
 
 
@@ -150,7 +150,7 @@ _SUB_VERBS = frozenset({"rollout", "set", "auth", "config", "certificate", "plug
 # Verbs whose operands are not resources.
 _NO_OPERANDS = frozenset(
     {"explain", "api-resources", "api-versions", "version", "cluster-info", "auth", "config",
-     "certificate", "plugin", "completion", "proxy", "kustomize", "options", "diff", "wait"}
+     "certificate", "plugin", "completion", "proxy", "kustomize", "options", "diff"}
 )  # fmt: skip
 _SECRET_TYPES = frozenset({"generic", "tls", "docker-registry"})
 
@@ -254,6 +254,9 @@ def kubectl_targets(argv: list[str]) -> tuple[Target, ...]:
             found.extend(_operand_targets([first], namespace, ()))
         elif _name(first) and ":" not in first:
             found.append(Target("pod", _name(first), namespace))
+        return tuple(found[:MAX_TARGETS])
+    if verb == "events":
+        found.append(Target("event", "", namespace))
         return tuple(found[:MAX_TARGETS])
     if verb in ("cordon", "uncordon", "drain"):
         found.extend(Target("node", _name(n)) for n in rest if _name(n))

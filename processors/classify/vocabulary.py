@@ -27,7 +27,7 @@ DEFAULT_MUTATING_PATTERNS: tuple[str, ...] = (
 
 DEFAULT_READ_PATTERNS: tuple[str, ...] = (
     r"\bkubectl\s+(?:-\S+\s+\S+\s+)*(?:get|describe|logs|top|explain|events|api-resources|"
-    r"version|auth\s+can-i)\b",
+    r"version|wait|auth\s+can-i)\b",
     r"\bkubectl\s+(?:-\S+\s+\S+\s+)*rollout\s+(?:status|history)\b",
     r"\bhelm\s+(?:list|status|get|history)\b",
     r"\bterraform\s+(?:plan|show|state\s+list)\b",
