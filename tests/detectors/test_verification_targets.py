@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.steps import RunBuilder, rules
+from mast_otel.processors.model import Step
+from tests.steps import RunBuilder, analyse, rules
 
 TASK = "payments-api in namespace payments is returning 503s; fix it and confirm it is healthy."
 READ_FIRST = ("kubectl_get", {"resource": "deployment/payments-api -n payments"})
@@ -119,7 +120,10 @@ ELSEWHERE: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _run(change: tuple[str, dict[str, Any]], check: tuple[str, dict[str, Any]], answer: str):
+def _run(
+    change: tuple[str, dict[str, Any]], check: tuple[str, dict[str, Any]], answer: str
+) -> list[Step]:
+    """Read, change (with the user's task given), wait a minute, check, answer."""
     run = RunBuilder()
     run.llm(input_text=TASK, calls=(READ_FIRST[0],))
     run.tool(*READ_FIRST, "payments-api 0/3 CrashLoopBackOff")
@@ -132,7 +136,7 @@ def _run(change: tuple[str, dict[str, Any]], check: tuple[str, dict[str, Any]], 
     return [*run.steps, run.root()]
 
 
-def _verification(steps) -> list[tuple[str, str]]:
+def _verification(steps: list[Step]) -> list[tuple[str, str]]:
     return [r for r in rules(steps) if r[0] in ("FM-3.2", "FM-3.3")]
 
 
@@ -156,8 +160,6 @@ def test_the_finding_names_the_real_targets():
     steps = _run(
         CHANGES["tool with a resource string"], ELSEWHERE["pods of another namespace"], SUCCESS
     )
-    from tests.steps import analyse
-
     findings = [f for f in analyse(steps)[0] if f.mode == "FM-3.3"]
     assert findings[0].evidence["changed"] == ["payments", "payments-api"]
     assert findings[0].evidence["checked"] == ["staging"]
