@@ -330,6 +330,8 @@ def test_what_checks_other_kinds():
     ns = Target("namespace", "staging")
     assert covers(ns, Target("pod", "", "staging")) and covers(ns, Target("namespace", "staging"))
     assert covers(Target("node", "node-1"), Target("node", ""))
+    # Neither side says a namespace: both are kubectl's current one.
+    assert covers(Target("deployment", "checkout"), Target("pod", ""))
     assert covers(Target("table", "orders"), Target("table", "orders", "shop"))
     assert not covers(Target("table", "orders"), Target("table", "customers"))
 
