@@ -119,6 +119,25 @@ def test_fm15_calls_after_a_healthy_check_are_calls_after_success():
     assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_success")]
 
 
+@pytest.mark.parametrize(
+    ("check", "after_success"),
+    [
+        ({"resource": "deploy payments-api --namespace=payments"}, True),
+        ({"resource": "pods -n payments"}, True),
+        ({"resource": "deployment/orders-api -n payments"}, False),  # another deployment
+        ({"resource": "deployment/payments-api -n staging"}, False),  # another namespace
+    ],
+)
+def test_fm15_the_healthy_check_is_of_the_changed_resource(check: dict[str, str], after_success):
+    run = RunBuilder()
+    run.tool("kubectl_scale", {"resource": "deployment/payments-api -n payments", "replicas": 3})
+    run.tool("kubectl_get", check, "payments-api 3/3 Running")
+    for name in ("get_pods", "get_events", "get_logs"):
+        run.tool(name, {"namespace": "payments"}, "ok")
+    found = rules(run.steps, mode="FM-1.5")
+    assert found == ([("FM-1.5", "calls_after_success")] if after_success else [])
+
+
 def test_fm15_calls_for_what_the_user_asks_next_are_not_calls_after_success():
     # The rollback is verified; the user then asks for something else, and the calls serve it.
     run = RunBuilder()
