@@ -5,6 +5,8 @@ misses, which must stay silent."""
 
 from __future__ import annotations
 
+import pytest
+
 from mast_otel.processors.detectors.signals import is_final_answer
 from mast_otel.processors.model import StepKind
 from tests.imported import tau_findings, tau_steps
