@@ -49,7 +49,9 @@ the same figures per label set, a summary across doors, the share of runs where 
 the same modes as the importer, and the runs whose findings (mode, rule, message index) differ
 from the importer's, each differing finding on a line (`-` only the importer, `+` only the
 door). --json adds `doors`: per door its figures, sets, seconds, same-modes share and
-differences. The importer's figures (and --check) stay those of the top level.
+differences. The importer's figures (and --check) stay those of the top level. --latency S
+makes every replayed model answer take S seconds (a real model's pace: spans then arrive over
+the run's real duration), --parallel N replays N doors at once (default 2).
 """
 
 from __future__ import annotations
@@ -212,7 +214,12 @@ def analyse(data: Path, config_path: str | None, tools: str = TOOLS) -> list[Run
 
 
 def replay_doors(
-    names: list[str], data: Path, tools: str, importer: list[RunResult]
+    names: list[str],
+    data: Path,
+    tools: str,
+    importer: list[RunResult],
+    latency_s: float = 0.0,
+    parallel: int = 2,
 ) -> dict[str, dict[str, Any]]:
     """Every run of the file through each door in `names`: per door its runs (as RunResult,
     task and trial from the importer's runs) and the seconds the replay took."""
@@ -226,7 +233,9 @@ def replay_doors(
     meta = {run.index: run for run in importer}
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="mast-replay-") as folder:
-        results = replay(names, data, tools_path, Path(folder))
+        results = replay(
+            names, data, tools_path, Path(folder), parallel=parallel, latency_s=latency_s
+        )
     for name, result in results.items():
         runs = []
         for index, replayed in sorted(result.runs.items()):
@@ -586,6 +595,15 @@ def main(argv: list[str] | None = None) -> int:
         "--door", action="append", default=[], help="also replay through this door (repeatable)"
     )
     parser.add_argument("--doors", choices=["all"], help="also replay through every door")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        help="seconds each replayed model answer takes (default 0: as fast as it goes)",
+    )
+    parser.add_argument(
+        "--parallel", type=int, default=2, help="doors replayed at once (default 2)"
+    )
     args = parser.parse_args(argv)
     from tests.replay.doors import DOORS
 
@@ -605,7 +623,14 @@ def main(argv: list[str] | None = None) -> int:
         sets = {} if args.labels else {n: figures(runs, lab) for n, lab in loaded.items()}
         doors: dict[str, dict[str, Any]] = {}
         if door_names:
-            replayed = replay_doors(door_names, args.data or default_data(), args.tools, runs)
+            replayed = replay_doors(
+                door_names,
+                args.data or default_data(),
+                args.tools,
+                runs,
+                latency_s=args.latency,
+                parallel=args.parallel,
+            )
             for name, got in replayed.items():
                 doc = figures(got["runs"], dict(everything))
                 doc["sets"] = {n: figures(got["runs"], lab) for n, lab in loaded.items()}

@@ -7,7 +7,9 @@ real instrumentation, exported over OTLP to a collector.
 - MAST_REPLAY_DATA: the file of recorded runs (tau-bench's: run objects with `traj`, `reward`);
 - MAST_REPLAY_TOOLS: the tool definitions offered on every model call ("" for none);
 - MAST_REPLAY_RUNS: which runs, by position in the file ("0,3,17"; all when unset);
-- MAST_REPLAY_OUT: where to write what the replay knows of each run (below).
+- MAST_REPLAY_OUT: where to write what the replay knows of each run (below);
+- MAST_REPLAY_LATENCY_S: how long each model answer takes (0 when unset), to replay runs at
+  the pace of a real model.
 
 Each run is one trace, played as a tool-calling harness with a simulated user plays it: an
 `invoke_agent airline-agent` span around the loop; the messages sent start with the recorded
@@ -223,7 +225,7 @@ def main() -> None:
     book = Bookkeeper()
     provider, logger_provider, spans = door_setup(DOOR, book)
     tracer = trace.get_tracer("airline_agent")
-    model = RecordedModel().start()
+    model = RecordedModel(float(os.environ.get("MAST_REPLAY_LATENCY_S") or 0)).start()
     out: list[dict[str, Any]] = []
     try:
         for index in indices:

@@ -83,10 +83,16 @@ class DoorResult:
 
 
 def replay(
-    door: Door, data: Path, tools: str, workdir: Path, indices: list[int] | None = None
+    door: Door,
+    data: Path,
+    tools: str,
+    workdir: Path,
+    indices: list[int] | None = None,
+    latency_s: float = 0.0,
 ) -> DoorResult:
     """The runs of `data` (those at `indices`, or all) through `door` into a collector of its
-    own over `workdir`, then what its store holds of them."""
+    own over `workdir`, then what its store holds of them; each model answer taking
+    `latency_s`."""
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "replayed.json"
@@ -100,6 +106,7 @@ def replay(
             MAST_REPLAY_TOOLS=tools,
             MAST_REPLAY_RUNS=",".join(map(str, indices)) if indices is not None else "",
             MAST_REPLAY_OUT=str(out),
+            MAST_REPLAY_LATENCY_S=str(latency_s),
             **NO_NETWORK,
         )
         done = subprocess.run(
@@ -174,11 +181,12 @@ def replay_doors(
     workdir: Path,
     indices: list[int] | None = None,
     parallel: int = 2,
+    latency_s: float = 0.0,
 ) -> dict[str, DoorResult]:
     """Several doors, `parallel` at a time (each its own collector and agent process)."""
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {
-            name: pool.submit(replay, DOORS[name], data, tools, workdir / name, indices)
+            name: pool.submit(replay, DOORS[name], data, tools, workdir / name, indices, latency_s)
             for name in names
         }
         return {name: future.result() for name, future in futures.items()}

@@ -67,7 +67,8 @@ def first_difference(sent: list[dict[str, Any]], recorded: list[dict[str, Any]])
 class RecordedModel:
     """Serves the recorded assistant turns of the runs given to `load`."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s  # how long each answer takes, as a real model's would
         self._runs: dict[int, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._ids = 0
@@ -128,6 +129,8 @@ class RecordedModel:
         differs = first_difference(sent, traj[:position])
         if differs:
             return self._refuse(index, differs)
+        if self.latency_s > 0:
+            time.sleep(self.latency_s)
         return 200, self._completion(body, traj[position])
 
     def _refuse(self, index: int, why: str) -> tuple[int, dict[str, Any]]:
