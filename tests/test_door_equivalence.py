@@ -74,3 +74,33 @@ def test_the_door_finds_what_the_importer_finds(corpus, door):
         f"{len(diffs)} of {len(importer)} runs differ between the importer (-) and "
         f"{door} (+):\n{readable(diffs)}"
     )
+
+
+def test_the_recorded_model_answers_in_order_and_refuses_a_drifted_replay():
+    from tests.replay.model import RecordedModel
+
+    traj = [
+        {"role": "system", "content": "policy"},
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "ok"},
+        {"role": "assistant", "content": "done"},
+    ]
+    model = RecordedModel()
+    model.load(7, traj)
+    status, first = model.answer(7, {"messages": traj[:2]})
+    assert status == 200
+    assert first["choices"][0]["message"]["tool_calls"][0]["id"] == "c1"
+    assert first["choices"][0]["finish_reason"] == "tool_calls"
+    sent = [*traj[:2], first["choices"][0]["message"], traj[3]]
+    status, second = model.answer(7, {"messages": sent})
+    assert (status, second["choices"][0]["message"]["content"]) == (200, "done")
+    status, refused = model.answer(7, {"messages": [*sent[:3], dict(traj[3], content="other")]})
+    assert status == 409 and "message 3" in refused["error"]["message"]
+    assert model.errors
