@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -137,15 +138,20 @@ def replay(
     return DoorResult(door.name, runs, seconds)
 
 
+# chDB runs one embedded server per process: doors replayed at once read their stores in turn.
+_STORE = threading.Lock()
+
+
 def read_back(data_dir: Path, book: list[dict[str, Any]]) -> dict[int, ReplayedRun]:
     """Each replayed run's outcome and findings from the store, every finding with the message
     index its span stands for (-1 for a span the replay did not start)."""
-    store = ChdbStore(data_dir)
-    try:
-        findings = queries.findings(store, queries.FindingFilter(limit=1_000_000))
-        signatures = {r["trace_id"]: r for r in queries.signatures(store, limit=1_000_000)}
-    finally:
-        store.close()
+    with _STORE:
+        store = ChdbStore(data_dir)
+        try:
+            findings = queries.findings(store, queries.FindingFilter(limit=1_000_000))
+            signatures = {r["trace_id"]: r for r in queries.signatures(store, limit=1_000_000)}
+        finally:
+            store.close()
     runs: dict[str, ReplayedRun] = {}
     positions: dict[str, dict[str, int]] = {}
     for entry in book:
