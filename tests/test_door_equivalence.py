@@ -4,13 +4,17 @@ recorded turns and tool results, one `mast-otel serve` per door) raise the same 
 mode, rule and the message each points at, run by run.
 
 The importer's findings come from `scripts/real_accuracy.py`'s offline path; the data file is
-found the way that script finds it (skipped when it is not there). The doors run two at a time.
+found the way that script finds it (skipped when it is not there). The doors run two at a time
+(about four and a half minutes for the importer and all five doors on two cores).
+MAST_REPLAY_LATENCY_S=S makes every model answer take S seconds, a real model's pace (0.3 takes
+about fourteen minutes with all doors at once).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -43,7 +47,15 @@ def corpus(tmp_path_factory):
     started = time.monotonic()
     importer = {r.index: r.findings for r in accuracy.analyse(data, None, str(TOOLS))}
     imported = time.monotonic() - started
-    doors = replay_doors(list(DOORS), data, str(TOOLS), tmp_path_factory.mktemp("doors"))
+    latency = float(os.environ.get("MAST_REPLAY_LATENCY_S") or 0)
+    doors = replay_doors(
+        list(DOORS),
+        data,
+        str(TOOLS),
+        tmp_path_factory.mktemp("doors"),
+        parallel=len(DOORS) if latency else 2,
+        latency_s=latency,
+    )
     recorded = json.loads(data.read_text("utf-8"))
     print(
         f"importer {imported:.0f}s; "
