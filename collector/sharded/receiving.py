@@ -121,6 +121,9 @@ class ShardedPipeline:
         """Take no more; finish the start-up replay; drain every worker (each closes its runs,
         or with `durability.resume_open_runs` keeps those in progress for the next start)."""
         self._stopping.set()
+        # From here on a worker that dies is not started again: it would be replayed in the
+        # middle of the stop. What it held stays in the spool.
+        self.pool.begin_stop()
         if self._replayer is not None:
             self._replayer.join()
         results = self.pool.stop()
@@ -130,7 +133,10 @@ class ShardedPipeline:
             result = results.get(shard)
             if result is None:
                 report.requests_left += 1
-                report.reason = report.reason or f"worker {shard} did not drain in time"
+                report.reason = report.reason or (
+                    f"worker {shard} died during the stop or did not drain within "
+                    f"pipeline.worker_stop_timeout_s"
+                )
                 continue
             worker = result["report"]
             report.requests_left += worker["requests_left"]
@@ -143,6 +149,12 @@ class ShardedPipeline:
             self.owner.close()
         self.stop_report = report
         return report
+
+    def kill(self) -> list[int]:
+        """Stop now: the workers are killed; everything they had not stored stays in the
+        spool. Returns the shards killed."""
+        self._stopping.set()
+        return self.pool.kill()
 
     # -- the receivers' side ----------------------------------------------------------------
 

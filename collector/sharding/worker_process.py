@@ -8,6 +8,13 @@ handler may also have `idle()` (called when nothing arrived for `idle_interval_s
 keeps its clock: windows close, writes happen) and `attach(send)` (`send(message)` reports to
 the receiving process). A worker exits when the process that started it dies (SIGKILL
 included): it is never left running on its own.
+
+Stop signals (SIGTERM, SIGINT, SIGHUP) are not a worker's to act on: a stop of the whole process
+group (systemd's `KillMode=control-group`, `kill -- -PGID`, Ctrl-C in a terminal) reaches the
+workers too, and the receiving process decides what a stop means, tells each worker to drain
+and waits for it. The pool starts its fork server and workers with these signals blocked
+(`stop_signals_blocked`), so they are never delivered from the first instruction on, and a
+worker also ignores them.
 """
 
 from __future__ import annotations
@@ -21,11 +28,33 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, Protocol
 
 Signal = Literal["traces", "logs", "control"]
 STOP = None  # the last item a worker is given
+# What a supervisor or a terminal sends to stop a process group.
+STOP_SIGNALS = frozenset({signals.SIGTERM, signals.SIGINT, signals.SIGHUP})
+
+
+@contextlib.contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """Block the stop signals in the calling thread while it starts processes and threads:
+    they inherit the mask (a fork keeps it, and so does the exec that starts a fork server),
+    so no stop signal ever reaches them. The caller's own signals are delivered once the
+    block is lifted, not lost."""
+    previous = signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signals.pthread_sigmask(signals.SIG_SETMASK, previous)
+
+
+def ignore_stop_signals() -> None:
+    """In a worker: a stop signal that reaches it anyway (a start method that resets the mask)
+    does nothing; the receiving process tells it when to drain."""
+    for signum in STOP_SIGNALS:
+        signals.signal(signum, signals.SIG_IGN)
 
 
 class Handler(Protocol):
@@ -76,6 +105,7 @@ def worker_main(
     shard: int, factory: HandlerFactory, inbox: Any, outbox: Any, parent: int = 0
 ) -> None:
     """A worker process: handle requests in order until told to stop."""
+    ignore_stop_signals()
     if parent:
         die_with_parent(parent)
     handler = factory(shard)

@@ -25,6 +25,7 @@ message)` here, in the order sent; `generation` counts the shard's restarts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -34,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
@@ -45,6 +47,7 @@ from mast_otel.collector.sharding.worker_process import (
     Handler,
     HandlerFactory,
     Signal,
+    stop_signals_blocked,
     worker_main,
 )
 
@@ -138,15 +141,43 @@ class WorkerPool:
         self._seq = 0
         self._workers: list[_Worker] = []
         self._stopping = threading.Event()
+        self._stopping_soon = threading.Event()
         self._monitor: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        with self._lock:
-            self._workers = [self._spawn(shard, 0) for shard in range(self.config.workers)]
-        self._monitor = threading.Thread(target=self._watch, name="worker-monitor", daemon=True)
-        self._monitor.start()
+        # The fork server, the workers and the threads that (re)start them never see a stop
+        # signal: the receiving process decides what a stop means (`worker_process`). The
+        # resource tracker starts first: starting it unblocks SIGINT and SIGTERM in the
+        # calling thread, which would let them reach the fork server started after it.
+        resource_tracker.ensure_running()
+        with stop_signals_blocked():
+            with self._lock:
+                self._workers = [self._spawn(shard, 0) for shard in range(self.config.workers)]
+            self._monitor = threading.Thread(
+                target=self._watch, name="worker-monitor", daemon=True
+            )
+            self._monitor.start()
+
+    def begin_stop(self) -> None:
+        """A stop has begun: a worker that dies from here on is not started again (what it
+        held stays in the spool for the next start)."""
+        self._stopping_soon.set()
+
+    def kill(self) -> list[int]:
+        """Stop now: SIGKILL every worker (what they were given stays in the spool); returns
+        the shards that were still running."""
+        self._stopping_soon.set()
+        killed = []
+        # Without the lock: this runs in a signal handler, possibly on a thread holding it.
+        workers = list(self._workers)
+        for worker in workers:
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError, ValueError):
+                    worker.process.kill()
+                killed.append(worker.shard)
+        return killed
 
     def _spawn(self, shard: int, generation: int) -> _Worker:
         inbox = self._context.Queue()
@@ -181,7 +212,8 @@ class WorkerPool:
                 results[worker.shard] = worker.result
             worker.process.join(max(0.1, deadline - time.monotonic()))
             if worker.process.is_alive():
-                worker.process.terminate()
+                # SIGKILL: a worker does not act on SIGTERM.
+                worker.process.kill()
                 worker.process.join(5)
                 self.stats.terminated_on_stop += 1
                 log.error("worker %d did not drain in time; terminated", worker.shard)
@@ -328,7 +360,22 @@ class WorkerPool:
                 return
             for worker in live:
                 if worker.process.sentinel in exited:
-                    self._restart(worker)
+                    if self._stopping_soon.is_set():
+                        self._died_while_stopping(worker)
+                    else:
+                        self._restart(worker)
+
+    def _died_while_stopping(self, dead: _Worker) -> None:
+        """No restart once a stop has begun: what the worker held stays in the spool."""
+        log.error(
+            "worker %d died during the stop (exit code %s): not started again; what it held "
+            "stays in the spool for the next start",
+            dead.shard,
+            dead.process.exitcode,
+        )
+        dead.inbox.cancel_join_thread()
+        with self._lock:
+            dead.failed = True
 
     def _restart(self, dead: _Worker) -> None:
         code = dead.process.exitcode
