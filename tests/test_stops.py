@@ -2,8 +2,8 @@
 Kubernetes and `docker stop` send), the whole process group (systemd's `KillMode=control-group`,
 `kill -- -PGID`), Ctrl-C (SIGINT to the foreground group) and a second signal, meaning "now".
 
-Two senders on the real OpenTelemetry SDK send agent runs over gRPC; a wrapper remembers every
-span the collector acknowledged. The collector runs as the leader of its own process group, as
+Three senders send agent runs over gRPC (requests of 252 spans, as fast as the collector
+acknowledges them) and remember every span it acknowledged. The collector runs as the leader of its own process group, as
 under a supervisor or in a terminal, so its fork server and workers get a group's signal too.
 Each stop must exit within 10 s, print one line for the signal and no traceback, restart no
 worker, and either store everything acknowledged or say what stays in the spool; a second start
@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
+import grpc
 import pytest
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from mast_otel.collector.store import ChdbStore
-from tests.load import (
-    AckRecorder,
-    CollectorProcess,
-    Sender,
-    free_port,
-    sender_provider,
-    wait_until_idle,
-)
+from tests.load import CollectorProcess, free_port, wait_until_idle
 
 CONFIG = """
 windows:
@@ -39,8 +34,11 @@ storage:
 pipeline:
   workers: 2
 """
-LOAD_S = 4.0
-RUNS_PER_SECOND = 40  # per sender, 7 spans a run: about 560 spans/s from two senders
+LOAD_S = 2.5
+# Each sender sends requests of 252 spans (36 runs) as fast as they are acknowledged: more
+# than two workers analyse on two cores, so their queues are full when the signal comes.
+SENDERS = 3
+REQUESTS = 120
 STOP_WITHIN_S = 10.0
 
 
@@ -66,39 +64,100 @@ def group_gone(pgid: int, timeout_s: float) -> bool:
     return False
 
 
+def run_requests(count: int, runs: int) -> list[tuple[bytes, list[tuple[str, str]]]]:
+    """`count` OTLP requests of `runs` agent runs each (a root and six tool calls, GenAI
+    conventions), with their (trace, span) ids."""
+    requests = []
+    for _ in range(count):
+        request = ExportTraceServiceRequest()
+        resource = request.resource_spans.add()
+        attribute = resource.resource.attributes.add()
+        attribute.key, attribute.value.string_value = "service.name", "stop-test"
+        spans = resource.scope_spans.add().spans
+        ids = []
+        now = time.time_ns()
+        for _ in range(runs):
+            trace_id, root_id = os.urandom(16), os.urandom(8)
+            for step in range(7):
+                span = spans.add()
+                span.trace_id = trace_id
+                span.span_id = root_id if step == 0 else os.urandom(8)
+                span.parent_span_id = b"" if step == 0 else root_id
+                span.start_time_unix_nano = now + step * 1_000_000
+                span.end_time_unix_nano = now + (8 if step == 0 else step + 1) * 1_000_000
+                for key, value in (
+                    ("gen_ai.operation.name", "invoke_agent" if step == 0 else "execute_tool"),
+                    ("gen_ai.tool.name", "kubectl"),
+                    ("gen_ai.tool.call.arguments", f'{{"command": "kubectl get pods -n s{step}"}}'),
+                    ("gen_ai.tool.call.result", f"pod {step} ok"),
+                ):
+                    attribute = span.attributes.add()
+                    attribute.key, attribute.value.string_value = key, value
+                span.name = "invoke_agent sre" if step == 0 else "execute_tool kubectl"
+                ids.append((trace_id.hex(), span.span_id.hex()))
+        requests.append((request.SerializeToString(), ids))
+    return requests
+
+
+class RawSender(threading.Thread):
+    """Sends prepared requests over gRPC as fast as they are acknowledged, until stopped;
+    remembers the spans of every acknowledged request."""
+
+    def __init__(self, port: int, requests: list[tuple[bytes, list[tuple[str, str]]]]) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.requests = requests
+        self.stop_event = threading.Event()
+        self.acked: set[tuple[str, str]] = set()
+
+    def run(self) -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None,
+                response_deserializer=None,
+            )
+            for body, ids in self.requests:
+                if self.stop_event.is_set():
+                    return
+                while not self.stop_event.is_set():
+                    try:
+                        export(body, timeout=5)
+                    except grpc.RpcError:
+                        time.sleep(0.2)
+                        continue
+                    self.acked.update(ids)
+                    break
+
+
 def stop_under_load(
     tmp_path: Path, signum: int, *, group: bool, twice: bool = False
 ) -> tuple[CollectorProcess, set[tuple[str, str]], float, int]:
-    """Runs the collector under load, signals it, and returns it with the spans acknowledged,
-    the seconds from the first signal to its exit and its exit code."""
+    """Runs the collector under load (as fast as it acknowledges), signals it, and returns it
+    with the spans acknowledged, the seconds from the first signal to its exit and its exit
+    code."""
     config = tmp_path / "mast.yaml"
     config.write_text(CONFIG)
     collector = CollectorProcess(config, tmp_path / "data", free_port(), free_port())
     collector.new_group = True
+    senders = [RawSender(collector.grpc_port, run_requests(REQUESTS, 36)) for _ in range(SENDERS)]
     collector.start()
     assert collector.proc is not None
     pid = collector.proc.pid
-    recorders, providers, senders = [], [], []
-    for i in range(2):
-        recorder = AckRecorder(
-            OTLPSpanExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True, timeout=2)
-        )
-        provider = sender_provider(recorder)
-        sender = Sender(provider.get_tracer("stop-test"), RUNS_PER_SECOND, name=f"stop-{i}")
-        recorders.append(recorder)
-        providers.append(provider)
-        senders.append(sender)
-        sender.start()
     try:
+        for sender in senders:
+            sender.start()
         time.sleep(LOAD_S)
         send = (lambda: os.killpg(pid, signum)) if group else (lambda: os.kill(pid, signum))
         signalled = time.monotonic()
         send()
         if twice:
-            time.sleep(0.5)
+            time.sleep(0.2)
             send()
         code = collector.proc.wait(timeout=60)
         took = time.monotonic() - signalled
+        # Still sending when the signal came: the load was on.
+        assert all(sender.is_alive() for sender in senders)
         for sender in senders:
             sender.stop_event.set()
         for sender in senders:
@@ -107,9 +166,7 @@ def stop_under_load(
         assert group_gone(pid, 10), "a process of the collector's group is still running"
     finally:
         collector.ensure_stopped()
-        for provider in providers:
-            provider.shutdown()
-    acked = set().union(*(r.acked for r in recorders))
+    acked = set().union(*(sender.acked for sender in senders))
     return collector, acked, took, code
 
 

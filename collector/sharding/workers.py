@@ -155,9 +155,7 @@ class WorkerPool:
         with stop_signals_blocked():
             with self._lock:
                 self._workers = [self._spawn(shard, 0) for shard in range(self.config.workers)]
-            self._monitor = threading.Thread(
-                target=self._watch, name="worker-monitor", daemon=True
-            )
+            self._monitor = threading.Thread(target=self._watch, name="worker-monitor", daemon=True)
             self._monitor.start()
 
     def begin_stop(self) -> None:
