@@ -3,8 +3,9 @@ Kubernetes and `docker stop` send), the whole process group (systemd's `KillMode
 `kill -- -PGID`), Ctrl-C (SIGINT to the foreground group) and a second signal, meaning "now".
 
 Three senders send agent runs over gRPC (requests of 252 spans, as fast as the collector
-acknowledges them) and remember every span it acknowledged. The collector runs as the leader of its own process group, as
-under a supervisor or in a terminal, so its fork server and workers get a group's signal too.
+acknowledges them) and remember every span it acknowledged. The collector runs as the leader
+of its own process group, as under a supervisor or in a terminal, so its fork server and
+workers get a group's signal too.
 Each stop must exit within 10 s, print one line for the signal and no traceback, restart no
 worker, and either store everything acknowledged or say what stays in the spool; a second start
 then stores the rest. A second signal exits at once, and everything acknowledged is stored by
