@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from mast_otel.collector.config import Config
 from mast_otel.collector.judge import JudgeStage, OpenAICompatibleJudge
+from mast_otel.collector.otlp.redact_request import RequestRedactor
 from mast_otel.collector.pipeline_admission import _Admission
 from mast_otel.collector.pipeline_ledger import _Ledger
 from mast_otel.collector.pipeline_replay import _Replay
@@ -80,6 +81,10 @@ class Pipeline(_Admission, _Replay):
         self.redactor = Redactor(config.redaction)
         self.stats = PipelineStats()
         self.spool = spool
+        # Requests are redacted before they are written ahead: no secret reaches the spool.
+        self.request_redactor = (
+            RequestRedactor(config.redaction, config.receivers.max_value_depth) if spool else None
+        )
         # A worker process of a sharded collector reports to the spool's owner instead.
         self._ledger = ledger if ledger is not None else _Ledger(spool) if spool else None
         self._recovered = recovered

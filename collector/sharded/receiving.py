@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from mast_otel.collector.config import Config
 from mast_otel.collector.consumer import BatchTooLarge, RawRequest, Refused
+from mast_otel.collector.otlp.redact_request import RequestRedactor
 from mast_otel.collector.pipeline import StopReport
 from mast_otel.collector.sharded.health import WorkerHealth
 from mast_otel.collector.sharded.ledger import SpoolLedger
@@ -58,6 +59,10 @@ class ShardedPipeline:
         self.recovered = recovered
         self.stats = ShardedStats()
         self.store = store
+        # Requests are redacted before they are written ahead: no secret reaches the spool.
+        self.request_redactor = (
+            RequestRedactor(config.redaction, config.receivers.max_value_depth) if spool else None
+        )
         # The embedded store opens from one process only: this one, for every worker.
         self.owner = StoreOwner(store) if config.storage.backend != "clickhouse" else None
         self.factory = WorkerFactory(
