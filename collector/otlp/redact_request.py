@@ -4,8 +4,9 @@ rule catches reaches the disk, not even for the moments between acknowledgement 
 The same `Redactor` and rules as the pipeline's, over the request as the wire holds it: every
 attribute map (resource, scope, span, event, link, log record), names and texts (span, event
 and scope names, scope version, trace states, status message, a log's body, severity text
-and event name). A request whose bytes hold no rule's hint (`Redactor.needs_scan`, one RE2
-pass) has only its keys checked, and its argument lists, maps and bytes values read; values of
+and event name). A request whose bytes hold no value rule's hint (`Redactor.needs_scan`, one
+RE2 pass), no secret-named key and no flag (`wire_key_hint`, another) is left as it is; one
+with no value hint has only its keys checked, and its argument lists and maps read; values of
 the others are scanned record by record, as the pipeline does. Only values that changed are
 written back, and the request is serialized again only when something did.
 """
@@ -22,9 +23,18 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from mast_otel.collector.otlp.decode import DEFAULT_MAX_VALUE_DEPTH, any_value_to_python
 from mast_otel.processors.records import Attributes, AttrValue
 from mast_otel.processors.redact import Redactor
-from mast_otel.processors.redact_rules import RedactionConfig
+from mast_otel.processors.redact_rules import RedactionConfig, wire_key_hint
 
-_NEEDS_A_LOOK = frozenset({"array_value", "kvlist_value", "bytes_value"})
+
+def _array_needs_a_look(array: Any) -> bool:
+    for item in array.values:
+        kind = item.WhichOneof("value")
+        if kind == "string_value":
+            if item.string_value[:1] == "-":
+                return True
+        elif kind in ("array_value", "kvlist_value"):
+            return True
+    return False
 
 
 def set_any_value(target: AnyValue, value: AttrValue) -> None:
@@ -62,10 +72,12 @@ class RequestRedactor:
 
     def __init__(self, config: RedactionConfig, max_value_depth: int = DEFAULT_MAX_VALUE_DEPTH):
         self.redactor = Redactor(config)
+        self.key_hint = wire_key_hint(config)
         self.depth = max_value_depth
         self._lock = threading.Lock()
         self.requests = 0
         self.requests_changed = 0
+        self.requests_screened = 0
 
     @property
     def active(self) -> bool:
@@ -83,6 +95,15 @@ class RequestRedactor:
         with self._lock:
             scan = self.redactor.needs_scan(data, encoding)
             self.requests += 1
+            if (
+                not scan
+                and encoding == "protobuf"
+                and self.key_hint is not None
+                and self.key_hint.search(data) is None
+            ):
+                # No value rule's hint, no secret-named key, no flag: nothing to change.
+                self.requests_screened += 1
+                return False
             if isinstance(request, ExportTraceServiceRequest):
                 changed = self._traces(request, scan)
             else:
@@ -139,7 +160,7 @@ class RequestRedactor:
         if (
             not scan
             and not any(self._needs_a_look(attributes) for attributes in kvs)
-            and (body is None or body.WhichOneof("value") not in _NEEDS_A_LOOK)
+            and (body is None or body.WhichOneof("value") not in ("array_value", "kvlist_value"))
         ):
             # Nearly every record of a request without a hint: no key named by a rule, no
             # map, list or bytes inside, and values are not scanned.
@@ -168,10 +189,18 @@ class RequestRedactor:
         return changed
 
     def _needs_a_look(self, attributes: Any) -> bool:
+        """Whether, values unscanned, the redactor could change anything in these
+        attributes: a key a rule names, a map (keys of its own), or an array holding a flag
+        ("--password") or maps or arrays."""
         verdict = self.redactor.key_verdict
         for kv in attributes:
             secret, truncate = verdict(kv.key)
-            if secret or truncate or kv.value.WhichOneof("value") in _NEEDS_A_LOOK:
+            if secret or truncate:
+                return True
+            kind = kv.value.WhichOneof("value")
+            if kind == "kvlist_value" or (
+                kind == "array_value" and _array_needs_a_look(kv.value.array_value)
+            ):
                 return True
         return False
 
