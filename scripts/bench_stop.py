@@ -86,7 +86,7 @@ def main() -> int:
             log = collector.logs[-1].read_text(errors="replace")
             last = [line for line in log.splitlines() if "stopped;" in line or "now;" in line]
             restarted = ""
-            if not last or "everything accepted is stored" not in last[-1]:
+            if not last or "stopped; everything accepted is stored" not in last[-1]:
                 collector.new_group = False
                 collector.start()
                 wait_until_idle(collector, 120)

@@ -132,13 +132,13 @@ class RawSender(threading.Thread):
 
 
 def stop_under_load(
-    tmp_path: Path, signum: int, *, group: bool, twice: bool = False
+    tmp_path: Path, signum: int, *, group: bool, twice: bool = False, extra: str = ""
 ) -> tuple[CollectorProcess, set[tuple[str, str]], float, int]:
     """Runs the collector under load (as fast as it acknowledges), signals it, and returns it
     with the spans acknowledged, the seconds from the first signal to its exit and its exit
     code."""
     config = tmp_path / "mast.yaml"
-    config.write_text(CONFIG)
+    config.write_text(CONFIG + extra)
     collector = CollectorProcess(config, tmp_path / "data", free_port(), free_port())
     collector.new_group = True
     senders = [RawSender(collector.grpc_port, run_requests(REQUESTS, 36)) for _ in range(SENDERS)]
@@ -177,13 +177,13 @@ def check_stored(collector: CollectorProcess, acked: set[tuple[str, str]]) -> st
     log = collector.logs[-1].read_text(errors="replace")
     lines = [line for line in log.splitlines() if "stopped;" in line or "stopping now" in line]
     assert len(lines) == 1, log[-3000:]
-    if "everything accepted is stored" not in lines[0]:
+    if "stopped; everything accepted is stored" not in lines[0]:
         assert "stay in the spool" in lines[0] or "the spool keeps" in lines[0], lines[0]
         collector.new_group = False
         collector.start()
         wait_until_idle(collector)
         assert collector.stop(timeout_s=60) == 0
-        assert "everything accepted is stored" in collector.logs[-1].read_text()
+        assert "stopped; everything accepted is stored" in collector.logs[-1].read_text()
     missing = acked - stored_spans(collector.data_dir)
     assert not missing, f"{len(missing)} acknowledged spans not stored, e.g. {sorted(missing)[:3]}"
     return lines[0]
@@ -225,3 +225,32 @@ def test_a_second_signal_stops_at_once_and_the_spool_keeps_what_was_acknowledged
     # 0.5 s between the two signals, then at once.
     assert took < 2.5, output[-3000:]
     assert "stopping now" in output and "Traceback" not in output, output[-3000:]
+
+
+def test_a_stop_whose_drain_time_runs_out_says_what_stays_in_the_spool(tmp_path: Path) -> None:
+    """`pipeline.stop_drain_s` bounds how long the workers process what they were given: the
+    rest, and every run still open, stays in the spool, the last line says how much and why,
+    and the next start stores it all."""
+    collector, acked, took, code = stop_under_load(
+        tmp_path, signal.SIGTERM, group=True, extra="  stop_drain_s: 0.05\n"
+    )
+    output = collector.logs[0].read_text(errors="replace")
+    line = check_stored(collector, acked)
+    print(f"\ndrain time out: {len(acked)} spans acknowledged, exited after {took:.1f} s: {line}")
+    assert code == 0, output[-3000:]
+    assert took < STOP_WITHIN_S, output[-3000:]
+    assert "accepted request(s) not processed" in line and "stop_drain_s" in line, line
+    assert "open run(s) kept to resume" in line, line
+    # Every run was analysed once, from all its seven spans, its stop and restart between.
+    store = ChdbStore(collector.data_dir)
+    try:
+        rows = store.query(
+            "SELECT TraceId AS t, Steps AS n, count() AS c FROM otel.mast_signatures FINAL "
+            "GROUP BY TraceId, Steps"
+        )
+    finally:
+        store.close()
+    runs = {row["t"]: (int(row["n"]), int(row["c"])) for row in rows}
+    traces = {trace for trace, _ in acked}
+    assert set(runs) >= traces
+    assert {runs[trace] for trace in traces} == {(7, 1)}

@@ -81,6 +81,7 @@ class ShardedPipeline:
                 max_restarts=pipeline.worker_max_restarts,
                 restart_window_s=pipeline.worker_restart_window_s,
                 stop_timeout_s=pipeline.worker_stop_timeout_s,
+                drain_s=pipeline.stop_drain_s if spool is not None else None,
                 retry_after_s=pipeline.retry_after_s,
                 # Workers are forks of a server that imported the pipeline once: a restart
                 # takes a fraction of a second instead of an interpreter's start.

@@ -60,7 +60,7 @@ def ignore_stop_signals() -> None:
 class Handler(Protocol):
     def handle(self, signal: Signal, data: bytes) -> None: ...
 
-    def close(self) -> Any: ...
+    def close(self) -> Any: ...  # or close(left=N): N requests were not handled (a stop)
 
 
 HandlerFactory = Callable[[int], Handler]
@@ -102,9 +102,17 @@ def _alive(pid: int) -> bool:
 
 
 def worker_main(
-    shard: int, factory: HandlerFactory, inbox: Any, outbox: Any, parent: int = 0
+    shard: int,
+    factory: HandlerFactory,
+    inbox: Any,
+    outbox: Any,
+    parent: int = 0,
+    drain_until: Any = None,
 ) -> None:
-    """A worker process: handle requests in order until told to stop."""
+    """A worker process: handle requests in order until told to stop. Once a stop has set
+    `drain_until` (a shared value: wall-clock seconds) and that time has passed, requests are
+    no longer handled, only counted (control items still are), and `close(left=N)` is told
+    how many were left."""
     ignore_stop_signals()
     if parent:
         die_with_parent(parent)
@@ -114,6 +122,7 @@ def worker_main(
         attach(lambda message: outbox.put(("report", message)))
     idle = getattr(handler, "idle", None)
     interval = float(getattr(handler, "idle_interval_s", 0.2))
+    left = 0
     while True:
         if idle is None:
             item = inbox.get()
@@ -126,12 +135,23 @@ def worker_main(
         if item is STOP:
             break
         seq, signal, data = item
+        if (
+            signal != "control"
+            and drain_until is not None
+            and drain_until.value
+            and time.time() > drain_until.value
+        ):
+            left += 1
+            outbox.put(("done", seq, ""))
+            continue
         error = ""
         try:
             handler.handle(signal, data)
         except Exception:
             error = traceback.format_exc(limit=5)
         outbox.put(("done", seq, error))
-    outbox.put(("closed", handler.close()))
+    # A handler that can be told what was left takes `left` (see `Handler`).
+    close: Any = handler.close
+    outbox.put(("closed", close(left=left) if left else close()))
     outbox.close()
     outbox.join_thread()

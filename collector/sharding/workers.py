@@ -72,6 +72,9 @@ class PoolConfig:
     max_restarts: int = 5
     restart_window_s: float = 60.0
     stop_timeout_s: float = 30.0
+    # How long, from the start of a stop, a worker handles what it was given; what is left is
+    # not handled (it is in the spool). None: everything is handled.
+    drain_s: float | None = None
     start_method: Literal["spawn", "forkserver"] = "spawn"
     # With forkserver: modules the fork server imports once, so a (re)started worker is a
     # fork of a process that has them already.
@@ -106,6 +109,9 @@ class _Worker:
     process: BaseProcess
     inbox: Any  # multiprocessing Queue: (seq, signal, data) items, then _STOP
     outbox: Any  # multiprocessing Queue: ("done", seq, error) and ("closed", result)
+    # Shared with the worker: the wall-clock time past which it handles no more requests
+    # (0: none set).
+    drain_until: Any = None
     pending_requests: int = 0
     pending_bytes: int = 0
     # Sizes of the requests given and not yet reported done, by sequence number.
@@ -180,14 +186,15 @@ class WorkerPool:
     def _spawn(self, shard: int, generation: int) -> _Worker:
         inbox = self._context.Queue()
         outbox = self._context.Queue()
+        drain_until = self._context.Value("d", 0.0, lock=False)
         process = self._context.Process(
             target=worker_main,
-            args=(shard, self.factory, inbox, outbox, os.getpid()),
+            args=(shard, self.factory, inbox, outbox, os.getpid(), drain_until),
             name=f"mast-otel-worker-{shard}",
             daemon=True,
         )
         process.start()
-        worker = _Worker(shard, generation, process, inbox, outbox)
+        worker = _Worker(shard, generation, process, inbox, outbox, drain_until)
         threading.Thread(
             target=self._collect, args=(worker,), name=f"worker-{shard}-results", daemon=True
         ).start()
@@ -196,10 +203,13 @@ class WorkerPool:
     def stop(self) -> dict[int, Any]:
         """Drain every worker and return what each handler's `close()` returned."""
         self._stopping.set()
+        drain = self.config.drain_s
         with self._lock:
             workers = list(self._workers)
             for worker in workers:
                 if not worker.failed:
+                    if drain is not None:
+                        worker.drain_until.value = time.time() + drain
                     worker.inbox.put(STOP)
         deadline = time.monotonic() + self.config.stop_timeout_s
         results: dict[int, Any] = {}
