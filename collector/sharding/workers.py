@@ -16,8 +16,10 @@ what it held is gone: `on_restart(shard)` returns the requests to give the new w
 than `max_restarts` times within `restart_window_s` is not started again: its shard refuses
 with `WorkerFailed` and `health()` says so.
 
-`stop()` drains: every worker handles what it was given, closes its handler and exits; a worker
-that has not finished within the timeout is terminated (counted).
+`stop()` drains: every worker handles what it was given (for at most `drain_s`; the rest is
+counted and left), closes its handler and exits; a worker that has not finished within the
+timeout is killed (counted). From `begin_stop()` on no worker is started again, and `kill()`
+kills them all at once. Workers never act on stop signals (`worker_process`).
 
 What a worker reports (`attach(send)` in `worker_process`) reaches `on_report(shard, generation,
 message)` here, in the order sent; `generation` counts the shard's restarts.
