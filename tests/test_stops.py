@@ -132,7 +132,15 @@ class RawSender(threading.Thread):
 
 
 def stop_under_load(
-    tmp_path: Path, signum: int, *, group: bool, twice: bool = False, extra: str = ""
+    tmp_path: Path,
+    signum: int,
+    *,
+    group: bool,
+    twice: bool = False,
+    extra: str = "",
+    still_sending: bool = True,
+    requests: int = REQUESTS,
+    load_s: float = LOAD_S,
 ) -> tuple[CollectorProcess, set[tuple[str, str]], float, int]:
     """Runs the collector under load (as fast as it acknowledges), signals it, and returns it
     with the spans acknowledged, the seconds from the first signal to its exit and its exit
@@ -141,14 +149,14 @@ def stop_under_load(
     config.write_text(CONFIG + extra)
     collector = CollectorProcess(config, tmp_path / "data", free_port(), free_port())
     collector.new_group = True
-    senders = [RawSender(collector.grpc_port, run_requests(REQUESTS, 36)) for _ in range(SENDERS)]
+    senders = [RawSender(collector.grpc_port, run_requests(requests, 36)) for _ in range(SENDERS)]
     collector.start()
     assert collector.proc is not None
     pid = collector.proc.pid
     try:
         for sender in senders:
             sender.start()
-        time.sleep(LOAD_S)
+        time.sleep(load_s)
         send = (lambda: os.killpg(pid, signum)) if group else (lambda: os.kill(pid, signum))
         signalled = time.monotonic()
         send()
@@ -158,7 +166,7 @@ def stop_under_load(
         code = collector.proc.wait(timeout=60)
         took = time.monotonic() - signalled
         # Still sending when the signal came: the load was on.
-        assert all(sender.is_alive() for sender in senders)
+        assert not still_sending or all(sender.is_alive() for sender in senders)
         for sender in senders:
             sender.stop_event.set()
         for sender in senders:
@@ -231,8 +239,23 @@ def test_a_stop_whose_drain_time_runs_out_says_what_stays_in_the_spool(tmp_path:
     """`pipeline.stop_drain_s` bounds how long the workers process what they were given: the
     rest, and every run still open, stays in the spool, the last line says how much and why,
     and the next start stores it all."""
+    # Worker queues far past the default, so a backlog is there to be left whatever the
+    # machine's speed.
+    extra = (
+        "  stop_drain_s: 0.05\n"
+        "  worker_queue_max_requests: 1000\n"
+        "  worker_queue_max_bytes: 536870912\n"
+    )
+    # The senders may be done when the signal comes (their requests all acknowledged and
+    # queued): the backlog is what counts here.
     collector, acked, took, code = stop_under_load(
-        tmp_path, signal.SIGTERM, group=True, extra="  stop_drain_s: 0.05\n"
+        tmp_path,
+        signal.SIGTERM,
+        group=True,
+        extra=extra,
+        still_sending=False,
+        requests=40,
+        load_s=1.0,
     )
     output = collector.logs[0].read_text(errors="replace")
     line = check_stored(collector, acked)
