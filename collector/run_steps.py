@@ -59,6 +59,7 @@ def step_view(step: Step) -> dict[str, Any]:
         "target_agent": step.target_agent,
         "arguments": step.tool_arguments,
         "result": step.tool_result,
+        "result_unknown": step.result_unknown,
         "input": step.input_text,
         "output": step.output_text,
         "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in step.tool_calls],
@@ -151,10 +152,10 @@ def render(timeline: dict[str, Any]) -> list[str]:
             if read["kind"] == "human":
                 what, detail = "user", short(read["input"])
             else:
-                what, detail = (
-                    read["tool"],
-                    f"{short(read['arguments'])} -> {short(read['result'])}",
-                )
+                result = short(read["result"])
+                if read.get("result_unknown"):
+                    result = "(no result: the run ended before one was shown)"
+                what, detail = read["tool"], f"{short(read['arguments'])} -> {result}"
             lines.append(
                 f"{'':>9} {read['kind']:<8} {short(read['agent'], 14):<14} {short(what, 18):<18} "
                 f"{read['status'][:6]:<6} {indent}{detail} (from the model's input)"

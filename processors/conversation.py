@@ -41,7 +41,7 @@ from mast_otel.processors.model import (
     StepKind,
     ToolCallRequest,
 )
-from mast_otel.processors.normalize import history
+from mast_otel.processors.normalize import history, values
 from mast_otel.processors.normalize.tool_status import mark_failed_result
 
 MAX_CONVERSATIONS = 64
@@ -51,7 +51,6 @@ KEY_CHARS = 200
 
 _HUMAN = StepKind.HUMAN
 _TOOL = StepKind.TOOL
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
 
 
 @dataclass(slots=True)
@@ -79,6 +78,9 @@ class _Conversation:
     # The message the next input should hold last of what is known: this call's answer, and
     # failing that the last message of this call's input.
     anchor: str = ""
+    # The ids of the calls that answer asked for: an input that repeats the answer without its
+    # text (openai-v2's message events keep only an assistant turn's calls) still shows them.
+    anchor_calls: tuple[str, ...] = ()
     fallback: str = ""
     open_calls: OrderedDict[str, _OpenCall] = field(default_factory=OrderedDict)
     tool_steps_since_call: int = 0
@@ -89,10 +91,13 @@ class _Conversation:
 class Conversations:
     """The conversations of one run, as its steps are released."""
 
-    __slots__ = ("_by_agent", "_said", "stats", "task_set")
+    __slots__ = ("_by_agent", "_named", "_said", "stats", "task_set")
 
     def __init__(self, stats: RecoveryStats) -> None:
         self._by_agent: dict[str, _Conversation] = {}
+        # The agent whose name came to the steps released before it was known (see
+        # `_find`); "" until then.
+        self._named = ""
         # User turns a span of their own already showed (an importer's or a harness's span
         # per turn), by key, until a model call's input shows them: not recovered twice.
         self._said: dict[str, int] = {}
@@ -106,8 +111,25 @@ class Conversations:
         if key in said or len(said) < MAX_OPEN_CALLS:
             said[key] = said.get(key, 0) + 1
 
+    def _find(self, agent: str) -> _Conversation | None:
+        """The conversation of `agent`'s calls. Steps released before the span naming their
+        agent arrived (a root `invoke_agent` span ends, and is exported, after everything it
+        holds) have no agent: the first agent named after them is theirs, and steps still
+        unnamed after that belong to it too; a run reads the same however late its root
+        arrives."""
+        by_agent = self._by_agent
+        found = by_agent.get(agent)
+        if found is not None:
+            return found
+        if not agent:
+            return by_agent.get(self._named) if self._named else None
+        if not self._named and "" in by_agent:
+            self._named = agent
+            found = by_agent[agent] = by_agent.pop("")
+        return found
+
     def _conversation(self, agent: str) -> _Conversation | None:
-        found = self._by_agent.get(agent)
+        found = self._find(agent)
         if found is None:
             if len(self._by_agent) >= MAX_CONVERSATIONS:
                 self.stats.conversations_untracked += 1
@@ -166,6 +188,7 @@ class Conversations:
             return
         conversation.calls_read += 1
         conversation.anchor = _key(history.ASSISTANT, step.output_text, step.tool_calls)
+        conversation.anchor_calls = _call_ids(step.tool_calls)
         last = messages[-1] if messages else None
         conversation.fallback = _key(last.role, last.text, last.calls) if last else ""
         conversation.tool_steps_since_call = 0
@@ -176,7 +199,7 @@ class Conversations:
     def on_tool(self, step: Step) -> None:
         """A span ran one of the calls asked for: a tool span, or a hand-off made by calling
         a tool (`transfer_to_<agent>`)."""
-        conversation = self._by_agent.get(step.agent)
+        conversation = self._find(step.agent)
         if conversation is None or not (step.tool_name or step.tool_call_id):
             return
         conversation.tool_steps_since_call += 1
@@ -231,7 +254,7 @@ class Conversations:
             service=step.service,
             agent=step.agent,
             conversation_id=step.conversation_id,
-            input_text=message.text.translate(_APOSTROPHES),
+            input_text=values.plain_prose(message.text),
         )
 
     def _result(
@@ -268,6 +291,7 @@ def _tool_step(before: Step, agent: str, call_id: str, call: _OpenCall, result: 
         tool_call_id=call.request.call_id or call_id,
         tool_arguments=call.request.arguments,
         tool_result=result or "",
+        result_unknown=result is None,
     )
     return mark_failed_result(recovered)
 
@@ -294,6 +318,12 @@ def _new_messages(
     """The messages of this input after what the conversation's previous call knew."""
     if not conversation.calls_read:
         return messages
+    calls = conversation.anchor_calls
+    if calls:
+        for position in range(len(messages) - 1, -1, -1):
+            item = messages[position]
+            if item.role == history.ASSISTANT and _call_ids(item.calls) == calls:
+                return messages[position + 1 :]
     for key in (conversation.anchor, conversation.fallback):
         if not key:
             continue
@@ -309,8 +339,12 @@ def _new_messages(
     return ()
 
 
+def _call_ids(calls: tuple[ToolCallRequest, ...]) -> tuple[str, ...]:
+    return tuple(call.call_id for call in calls if call.call_id)
+
+
 def _key(role: str, text: str, calls: tuple[ToolCallRequest, ...]) -> str:
     """What identifies a message across calls: role, the start of its text (spacing and
     apostrophes as the dialects differ in them) and the names of the calls it asked for."""
-    words = " ".join(text[: KEY_CHARS * 8].translate(_APOSTROPHES).split())[:KEY_CHARS]
+    words = " ".join(values.plain_prose(text[: KEY_CHARS * 8]).split())[:KEY_CHARS]
     return "\x1f".join((role, words, *(call.name for call in calls)))

@@ -102,6 +102,10 @@ class Step:
     input_history: tuple[InputMessage, ...] = ()
     # mast.* policy and outcome attributes found on the span, by attribute name.
     run_attributes: dict[str, Any] = field(default_factory=dict)
+    # For a tool call known only from the model's request: the run ended before anything showed
+    # its result (instrumentation without tool spans sends a result only in the next model
+    # call's input). Whether it succeeded is unknown.
+    result_unknown: bool = False
 
     @property
     def is_root(self) -> bool:

@@ -356,3 +356,101 @@ def test_tool_results_sent_in_a_user_message_are_tool_messages():
         ("tool", RESULT, "call_1"),
         ("user", "and also check the mail quota", ""),
     ]
+
+
+def _live(steps: list[Step], gap_s: float) -> list[Step]:
+    """What detectors are shown when the spans arrive one by one, `gap_s` apart (a model's
+    pace), each released before the next arrives (the root with the next span); the run
+    closed at the end."""
+    from mast_otel.processors.run import DetectorRun, Run
+    from mast_otel.processors.window import RunWindows, WindowConfig
+    from tests.imported import _Recorder
+
+    recorders: list[_Recorder] = []
+
+    def open_detectors(run: Run) -> list[DetectorRun]:
+        recorders.append(_Recorder())
+        return [recorders[-1]]
+
+    windows = RunWindows(WindowConfig(), open_detectors)
+    now = 0.0
+    for step in steps:
+        windows.add(step, now)
+        if step.parent_span_id:
+            now += gap_s
+            windows.tick(now)
+    windows.close_all()
+    assert len(recorders) == 1
+    return recorders[0].steps
+
+
+def test_a_root_that_arrives_last_does_not_split_the_conversation():
+    # openai-v2 names no agent on its chat spans: the root `invoke_agent` span, exported when
+    # the run ends, names it. Steps released before it have no agent, those after it do.
+    spans = _genai_run(tool_spans=False)
+    for step in spans[1:]:
+        step.agent, step.parent_span_id = "", spans[0].span_id
+    # The root comes with the last chat span, in the export batch the run's end flushes.
+    root, chats = spans[0], spans[1:]
+    assert _shape(_live([*chats[:-1], root, chats[-1]], gap_s=2.0)) == EXPECTED
+
+
+def test_an_input_that_repeats_an_answer_without_its_text_is_found_by_its_calls():
+    # openai-v2's message events keep only the calls of an assistant turn that has both text
+    # and calls; the same error twice must not make the second look answered already.
+    again = {"id": "call_3", "name": "reset_vpn_token", "arguments": {"user_id": "E1187"}}
+    answer_3b = {"role": "assistant", "parts": [_part("Let me retry."), _call_part(again)]}
+    calls_only = {"role": "assistant", "parts": [_call_part(again)]}
+    inputs = [
+        *INPUTS,
+        [*INPUTS[3], calls_only, _response("call_3", ERROR)],
+    ]
+    answers = [ANSWER_1, ANSWER_2, ANSWER_3, answer_3b, ANSWER_4]
+    records = [_root()]
+    for position, (given, answer) in enumerate(zip(inputs, answers, strict=True)):
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(given),
+            "gen_ai.output.messages": json.dumps([answer]),
+        }
+        start = (position + 1) * 10_000_000_000
+        records.append(_span(position + 1, "chat gpt-4o", attributes, start=start))
+    steps, _ = read_steps([s for r in records if (s := normalize_span(r)) is not None])
+    tools = [(s.tool_name, s.tool_result, s.result_unknown) for s in steps if s.tool_name]
+    assert tools == [
+        ("get_user", RESULT, False),
+        ("reset_vpn_token", ERROR, False),
+        ("reset_vpn_token", ERROR, False),
+    ]
+
+
+def test_a_change_the_run_ended_on_without_a_result_is_neither_checked_nor_unchecked():
+    from tests.steps import analyse
+
+    # The run ends on the reset's request: chat-only instrumentation never shows its result.
+    # The root span is sent last, as it ends last.
+    ended = _genai_run(tool_spans=False)[:-1]
+    findings, _ = analyse([*ended[1:], ended[0]])
+    assert not [f for f in findings if f.rule == "unverified_change"]
+    # The same change with its result shown by a tool span, and no check after it, is.
+    shown = _genai_run(tool_spans=True)[:-1]
+    for step in shown:
+        if step.tool_name == "reset_vpn_token":
+            step.status, step.error, step.tool_result = StepStatus.UNSET, "", "token reset"
+    findings, _ = analyse([*shown[1:], shown[0]])
+    assert [f.rule for f in findings if f.mode == "FM-3.2"] == ["unverified_change"]
+
+
+def test_typographic_apostrophes_in_message_events_read_plain():
+    step = normalize_span(_span(1, "chat gpt-4o", {"gen_ai.operation.name": "chat"}))
+    assert step is not None
+    genai_messages.apply_message_event(
+        step, "gen_ai.user.message", {"content": "I can\u2019t log in"}
+    )
+    genai_messages.apply_message_event(
+        step,
+        "gen_ai.choice",
+        {"index": 0, "message": {"role": "assistant", "content": "I\u2019m unable to do that."}},
+    )
+    assert step.input_text == "I can't log in"
+    assert step.output_text == "I'm unable to do that."

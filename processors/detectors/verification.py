@@ -80,6 +80,8 @@ class ChangeLedger:
         if step.kind is not _TOOL or not step.tool_name or step.failed:
             return
         self.final_answer = None
+        if step.result_unknown:
+            return  # whether the change happened is not known: neither checked nor unchecked
         action = self.classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING:
             self.changes.append(

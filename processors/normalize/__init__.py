@@ -28,6 +28,7 @@ from mast_otel.processors.normalize import (
     openinference,
     openllmetry,
     span_fields,
+    values,
 )
 from mast_otel.processors.normalize.handoffs import mark_handoff
 from mast_otel.processors.normalize.tool_status import mark_failed_result
@@ -62,18 +63,11 @@ def normalize_span(record: SpanRecord, max_text: int = MAX_TEXT) -> Step | None:
     return None
 
 
-# Typographic apostrophes in prose (U+2019 in "I\u2019m unable to"), which models write as
-# often as plain ones: the detectors' patterns are written with the plain one.
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
-
-
 def _plain_apostrophes(step: Step) -> Step:
     """The step with plain apostrophes in its prose (what the model and the user said); tool
     arguments and results stay as sent."""
-    if "\u2019" in step.output_text or "\u2018" in step.output_text:
-        step.output_text = step.output_text.translate(_APOSTROPHES)
-    if "\u2019" in step.input_text or "\u2018" in step.input_text:
-        step.input_text = step.input_text.translate(_APOSTROPHES)
+    step.output_text = values.plain_prose(step.output_text)
+    step.input_text = values.plain_prose(step.input_text)
     return step
 
 

@@ -313,11 +313,13 @@ def apply_message_event(
         if role == ROLE_USER:
             text = _event_body_text(body)
             if text:
+                text = values.plain_prose(text)
                 step.input_text = values.truncate(text, min(max_text, values.INPUT_TEXT_MAX))
         step.input_history = history.bounded([*step.input_history, read])
         return
     text, calls, finish = _outputs({}, [(event, body)], max_text)
     if text:
+        text = values.plain_prose(text)
         joined = f"{step.output_text}\n{text}" if step.output_text else text
         step.output_text = values.truncate(joined, max_text)
     if calls:

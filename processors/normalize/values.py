@@ -307,6 +307,19 @@ def iso_to_ns(value: object) -> int:
 # --- text -------------------------------------------------------------------------------------
 
 
+# Typographic apostrophes in prose (U+2019 in "I\u2019m unable to"), which models write as
+# often as plain ones: the detectors' patterns are written with the plain one.
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
+
+
+def plain_prose(text: str) -> str:
+    """What a model or a user said, with plain apostrophes (tool arguments and results stay as
+    sent)."""
+    if "\u2019" in text or "\u2018" in text:
+        return text.translate(_APOSTROPHES)
+    return text
+
+
 def truncate(text: str, limit: int) -> str:
     """`text` cut to `limit` characters with a marker saying how much was dropped.
 
