@@ -1,0 +1,178 @@
+"""Attribution and findings on team runs: the Who&When logs (AG2 group chats, Magentic-One).
+
+.venv/bin/python scripts/team_accuracy.py [--data FOLDER] [--json]
+
+Imports every `Algorithm-Generated/N.json` and `Hand-Crafted/N.json` file through the team
+importer and the offline pipeline (the path `mast-otel analyze` takes), then prints, for the
+development split (files whose number is divisible by 4) and the held-out rest, per set:
+- agent and step accuracy of the attribution (the responsible agent and the decisive step
+  named against the benchmark's `mistake_agent` / `mistake_step`), of the earliest finding,
+  and of the trivial baselines: the first agent, the most talkative agent, and the message
+  before the first failed code execution; beside them the benchmark paper's best LLM judge;
+- findings per run by mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mast_otel.collector.analyze import run_files  # noqa: E402
+from mast_otel.collector.config import load_config  # noqa: E402
+from mast_otel.collector.importers import team  # noqa: E402
+from mast_otel.collector.importers.spans import MESSAGE_INDEX, SOURCE  # noqa: E402
+from mast_otel.collector.store.exporter import MemoryExporter  # noqa: E402
+from mast_otel.processors.attribution import Turn, attribute  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+SETS = ("Algorithm-Generated", "Hand-Crafted")
+# The Who&When paper's best LLM judge (all-at-once), agent and step accuracy.
+PUBLISHED = {"agent": 0.535, "step": 0.142}
+
+
+def development(path: Path) -> bool:
+    """Files whose number is divisible by 4 are the development split."""
+    return int(path.stem) % 4 == 0
+
+
+def load(folder: Path) -> list[dict[str, Any]]:
+    runs = []
+    for kind in SETS:
+        for path in sorted((folder / kind).glob("*.json"), key=lambda p: int(p.stem)):
+            doc = json.loads(path.read_text())
+            messages, _, _ = team.turns(doc, str(path))
+            runs.append(
+                {
+                    "kind": kind,
+                    "file": path,
+                    "split": "development" if development(path) else "held_out",
+                    "agent": str(doc.get("mistake_agent", "")),
+                    "step": int(doc.get("mistake_step", -1)),
+                    "turns": messages,
+                    "findings": [],
+                }
+            )
+    return runs
+
+
+def analyse(runs: list[dict[str, Any]]) -> None:
+    config = load_config(None)
+    exporter = MemoryExporter()
+    run_files(config, [str(run["file"]) for run in runs], exporter)
+    by_source: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        by_source[f"{run['kind']}/{run['file'].name}"] = run
+    trace_source: dict[str, str] = {}
+    index_of: dict[tuple[str, str], int] = {}
+    for span in exporter.spans:
+        index = span.attributes.get(MESSAGE_INDEX)
+        if isinstance(index, int):
+            index_of[(span.trace_id, span.span_id)] = index
+        if not span.parent_span_id:
+            trace_source[span.trace_id] = str(span.attributes.get(SOURCE, ""))
+    # Sources are file names; both sets number their files alike, so runs are matched in order.
+    traces = sorted(trace_source, key=lambda t: list(trace_source).index(t))
+    for trace_id, run in zip(traces, runs, strict=True):
+        for finding in exporter.findings:
+            if finding.trace_id == trace_id:
+                run["findings"].append(
+                    {
+                        "mode": finding.mode,
+                        "message": finding.message,
+                        "index": index_of.get((trace_id, finding.span_id), -1),
+                    }
+                )
+
+
+def first_failed_execution(turns: list[tuple[str, str, str]]) -> int:
+    for index, (agent, _, text) in enumerate(turns):
+        code = team.EXIT_CODE.search(text[:200])
+        if team.is_executor(agent, text) and code and code["code"] != "0":
+            return max(index - 1, 0)
+    return -1
+
+
+def baselines(run: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    turns = run["turns"]
+    actors = [
+        (i, agent)
+        for i, (agent, _, text) in enumerate(turns)
+        if agent.lower() not in team.HUMAN_ROLES and not team.is_executor(agent, text)
+    ]
+    first = actors[0] if actors else (0, "")
+    talk = Counter(agent for _, agent in actors).most_common(1)
+    failed = first_failed_execution(turns)
+    earliest = min((f["index"] for f in run["findings"] if f["index"] >= 0), default=-1)
+    attribution = attribute([Turn(a, to, t) for a, to, t in turns])
+    return {
+        "attribution": (attribution.agent, attribution.step),
+        "earliest finding": (turns[earliest][0] if earliest >= 0 else "", earliest),
+        "first agent": (first[1], first[0]),
+        "most talkative agent": (talk[0][0] if talk else "", -1),
+        "before first failed execution": (
+            turns[failed][0] if failed >= 0 else "",
+            failed,
+        ),
+    }
+
+
+def _same_agent(named: str, truth: str) -> bool:
+    norm = lambda s: re.sub(r"[^a-z0-9]", "", s.lower())  # noqa: E731
+    return bool(named) and norm(named) == norm(truth)
+
+
+def figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    methods: dict[str, dict[str, float]] = defaultdict(lambda: {"agent": 0.0, "step": 0.0})
+    modes: Counter[str] = Counter()
+    for run in runs:
+        for method, (agent, step) in baselines(run).items():
+            methods[method]["agent"] += _same_agent(agent, run["agent"])
+            methods[method]["step"] += step == run["step"]
+        modes.update(f["mode"] for f in run["findings"])
+    n = len(runs) or 1
+    return {
+        "runs": len(runs),
+        "methods": {m: {k: v / n for k, v in d.items()} for m, d in methods.items()},
+        "findings_per_run": {mode: count / n for mode, count in sorted(modes.items())},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    runs = load(args.data)
+    analyse(runs)
+    result: dict[str, Any] = {}
+    for split in ("development", "held_out"):
+        for kind in (*SETS, "all"):
+            chosen = [r for r in runs if r["split"] == split and kind in (r["kind"], "all")]
+            result[f"{split} {kind}"] = figures(chosen)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for name, block in result.items():
+        print(f"\n{name} ({block['runs']} runs)   agent   step")
+        for method, acc in block["methods"].items():
+            print(f"  {method:32} {acc['agent']:.2f}    {acc['step']:.2f}")
+        print(
+            f"  {'published best LLM judge':32} {PUBLISHED['agent']:.2f}    {PUBLISHED['step']:.2f}"
+        )
+        print(
+            "  findings per run: "
+            + ", ".join(f"{m} {v:.2f}" for m, v in block["findings_per_run"].items())
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
