@@ -21,7 +21,9 @@ AG2 = [
     {
         "role": "user",
         "name": "Data_Expert",
-        "content": "Counting:\n```python\nimport pandas as pd\nprint(len(pd.read_csv('d.csv')))\n```",
+        "content": (
+            "Counting:\n```python\nimport pandas as pd\nprint(len(pd.read_csv('d.csv')))\n```"
+        ),
     },
     {
         "role": "user",
