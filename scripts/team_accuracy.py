@@ -64,30 +64,28 @@ def load(folder: Path) -> list[dict[str, Any]]:
 
 
 def analyse(runs: list[dict[str, Any]]) -> None:
+    """Each set's files through the pipeline; findings joined to their runs by file name."""
     config = load_config(None)
-    exporter = MemoryExporter()
-    run_files(config, [str(run["file"]) for run in runs], exporter)
-    by_source: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        by_source[f"{run['kind']}/{run['file'].name}"] = run
-    trace_source: dict[str, str] = {}
-    index_of: dict[tuple[str, str], int] = {}
-    for span in exporter.spans:
-        index = span.attributes.get(MESSAGE_INDEX)
-        if isinstance(index, int):
-            index_of[(span.trace_id, span.span_id)] = index
-        if not span.parent_span_id:
-            trace_source[span.trace_id] = str(span.attributes.get(SOURCE, ""))
-    # Sources are file names; both sets number their files alike, so runs are matched in order.
-    traces = sorted(trace_source, key=lambda t: list(trace_source).index(t))
-    for trace_id, run in zip(traces, runs, strict=True):
+    for kind in SETS:
+        chosen = {run["file"].name: run for run in runs if run["kind"] == kind}
+        exporter = MemoryExporter()
+        run_files(config, [str(run["file"]) for run in chosen.values()], exporter)
+        source_of: dict[str, str] = {}
+        index_of: dict[tuple[str, str], int] = {}
+        for span in exporter.spans:
+            index = span.attributes.get(MESSAGE_INDEX)
+            if isinstance(index, int):
+                index_of[(span.trace_id, span.span_id)] = index
+            if not span.parent_span_id:
+                source_of[span.trace_id] = str(span.attributes.get(SOURCE, ""))
         for finding in exporter.findings:
-            if finding.trace_id == trace_id:
+            run = chosen.get(source_of.get(finding.trace_id, ""))
+            if run is not None:
                 run["findings"].append(
                     {
                         "mode": finding.mode,
                         "message": finding.message,
-                        "index": index_of.get((trace_id, finding.span_id), -1),
+                        "index": index_of.get((finding.trace_id, finding.span_id), -1),
                     }
                 )
 
