@@ -121,3 +121,31 @@ def test_every_who_and_when_file_is_read_as_a_team() -> None:
         (run,) = list(team.runs(str(path)))
         agents = {s.attributes.get("gen_ai.agent.name") for s in run.spans}
         assert len(agents - {team.TEAM}) >= 1, path
+
+
+def _findings(tmp_path: Path, doc: object) -> list[tuple[str, str]]:
+    from mast_otel.collector.analyze import run_files
+    from mast_otel.collector.config import load_config
+    from mast_otel.collector.store.exporter import MemoryExporter
+
+    exporter = MemoryExporter()
+    run_files(load_config(None), [str(_write(tmp_path, doc))], exporter)
+    return [(f.mode, f.message) for f in exporter.findings]
+
+
+def test_a_message_a_teammate_answers_is_not_a_final_answer(tmp_path: Path) -> None:
+    chat = [
+        {"role": "assistant", "name": "Planner_Expert", "content": "Plan: count the rows."},
+        {"role": "user", "name": "Data_Expert", "content": "I will count the rows next."},
+        {"role": "user", "name": "Planner_Expert", "content": "Please go ahead."},
+        {
+            "role": "user",
+            "name": "Data_Expert",
+            "content": "```python\nprint(1 + 1)\n```",
+        },
+        {"role": "user", "name": "Computer_terminal", "content": "exitcode: 0 (execution "
+         "succeeded)\nCode output: 2"},
+        {"role": "user", "name": "Planner_Expert", "content": "The answer is 2. TERMINATE"},
+    ]  # fmt: skip
+    modes = [mode for mode, _ in _findings(tmp_path, chat)]
+    assert "FM-1.5" not in modes
