@@ -149,3 +149,16 @@ def test_a_message_a_teammate_answers_is_not_a_final_answer(tmp_path: Path) -> N
     ]  # fmt: skip
     modes = [mode for mode, _ in _findings(tmp_path, chat)]
     assert "FM-1.5" not in modes
+
+
+def test_an_orchestrator_that_hands_work_to_its_agents_has_acted(tmp_path: Path) -> None:
+    turns = [{"role": "human", "content": "Find the opening hours of the museum."}]
+    for attempt in range(4):
+        turns += [
+            {"role": "Orchestrator (thought)", "content": f"Step {attempt}: WebSurfer searches."},
+            {"role": "Orchestrator (-> WebSurfer)", "content": f"Search page {attempt}."},
+            {"role": "WebSurfer", "content": f"I typed 'museum hours' on page {attempt}."},
+        ]
+    doc = {"question": "Find the opening hours of the museum.", "history": turns}
+    modes = [mode for mode, _ in _findings(tmp_path, doc)]
+    assert "FM-3.1" not in modes
