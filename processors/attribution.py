@@ -2,8 +2,8 @@
 
 The rules are structural, tried in order; the first that applies names the decisive step:
 1. an instruction not carried out: an agent instructed (`A (-> B)`) whose turn is followed by
-   the same instruction to it again (the instructing agent re-issued it): B's turn that did not
-   carry it out is the decisive step;
+   the same instruction to it again (the instructing agent re-issued it): B is responsible, and
+   its first turn, which every later instruction to it built on, is the decisive step;
 2. the code whose failure the others built on: the first message whose code the executor ran
    and that exited non-zero, when no later message of its writer fixed it before others went on;
 3. the unverified claim later steps relied on: the first message after the opening one that
@@ -101,12 +101,16 @@ def _instruction_not_carried_out(turns: list[Turn]) -> Attribution | None:
         )
         if reply is None:
             continue
+        target = turn.addressee
         for k in range(reply + 1, len(turns)):
             later = turns[k]
             if later.addressee == turn.addressee and later.agent == turn.agent:
                 if _similar(later.text, turn.text):
+                    # The agent's work went wrong from its first turn: every later
+                    # instruction to it builds on what that turn brought back.
+                    first = next(j for j in range(1, len(turns)) if turns[j].agent == target)
                     return Attribution(
-                        turn.addressee, reply, "instruction not carried out", [i, reply, k]
+                        target, first, "instruction not carried out", [first, i, reply, k]
                     )
                 break
     return None

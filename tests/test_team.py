@@ -101,7 +101,7 @@ def test_attribution_names_the_instruction_not_carried_out() -> None:
     turns, _, _ = team.turns(MAGENTIC, "magentic")
     found = attribute([Turn(*t) for t in turns])
     assert (found.agent, found.step, found.rule) == ("WebSurfer", 3, "instruction not carried out")
-    assert found.chain == [2, 3, 4]
+    assert found.chain == [3, 2, 3, 4]
 
 
 def test_attribution_names_an_unverified_claim() -> None:
