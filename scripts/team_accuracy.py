@@ -9,12 +9,16 @@ development split (files whose number is divisible by 4) and the held-out rest, 
   named against the benchmark's `mistake_agent` / `mistake_step`), of the earliest finding,
   and of the trivial baselines: the first agent, the most talkative agent, and the message
   before the first failed code execution; beside them the benchmark paper's best LLM judge;
-- findings per run by mode.
+- findings per run by mode;
+- with labels (`--labels FILE ...`, JSON lines: `set`, `file`, `reader`, `labels` with `mode`
+  and `step`), per mode on the labelled runs: labelled positives, TP, FP, FN, precision and
+  recall (a mode is found in a run when any finding of that mode is raised in it).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import re
 import sys
@@ -143,10 +147,41 @@ def figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def load_labels(patterns: list[str]) -> dict[tuple[str, int], set[str]]:
+    """(set, file number) → the modes a reader labelled in that run."""
+    out: dict[tuple[str, int], set[str]] = {}
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            for line in Path(path).read_text().splitlines():
+                if line.strip():
+                    doc = json.loads(line)
+                    modes = {label["mode"] for label in doc.get("labels", [])}
+                    out[(str(doc["set"]), int(doc["file"]))] = modes
+    return out
+
+
+def per_mode(runs: list[dict[str, Any]], labels: dict[tuple[str, int], set[str]]) -> list[str]:
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # TP, FP, FN
+    labelled = [r for r in runs if (r["kind"], int(r["file"].stem)) in labels]
+    for run in labelled:
+        truth = labels[(run["kind"], int(run["file"].stem))]
+        found = {f["mode"] for f in run["findings"]}
+        for mode in truth | found:
+            counts[mode][0 if mode in truth and mode in found else 1 if mode in found else 2] += 1
+    lines = [f"per mode on {len(labelled)} labelled runs: mode  pos  TP  FP  FN  prec  recall"]
+    for mode in sorted(counts):
+        tp, fp, fn = counts[mode]
+        prec = f"{tp / (tp + fp):.2f}" if tp + fp else "-"
+        rec = f"{tp / (tp + fn):.2f}" if tp + fn else "-"
+        lines.append(f"  {mode}  {tp + fn:3}  {tp:3} {fp:3} {fn:3}  {prec:>5}  {rec:>5}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--labels", nargs="*", default=["tests/labels/who_and_when/*.jsonl"])
     args = parser.parse_args(argv)
     runs = load(args.data)
     analyse(runs)
@@ -155,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in (*SETS, "all"):
             chosen = [r for r in runs if r["split"] == split and kind in (r["kind"], "all")]
             result[f"{split} {kind}"] = figures(chosen)
+    labels = load_labels(args.labels)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -169,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
             "  findings per run: "
             + ", ".join(f"{m} {v:.2f}" for m, v in block["findings_per_run"].items())
         )
+    if labels:
+        print()
+        print("\n".join(per_mode(runs, labels)))
     return 0
 
 
