@@ -44,6 +44,7 @@ from mast_otel.schemas.metrics import (
     RECEIVER_LIMIT_HITS,
     RECEIVER_REQUESTS,
     RECEIVER_REQUESTS_REFUSED,
+    RECOVERED,
     RUNS_CLOSED,
     RUNS_EVICTED,
     RUNS_OPEN,
@@ -196,6 +197,20 @@ def _pipeline_metrics(status: dict[str, Any]) -> Iterator[Metric]:
     ):
         steps.add_metric([state], windows.get(key, 0))
     yield steps
+    recovered = CounterMetricFamily(
+        RECOVERED,
+        "What model calls' inputs showed that no span did, and calls a bound left untracked",
+        labels=["what"],
+    )
+    for key in (
+        "turns_recovered",
+        "results_recovered",
+        "calls_closed_unanswered",
+        "conversations_untracked",
+        "calls_untracked",
+    ):
+        recovered.add_metric([key], windows.get(f"recovery_{key}", 0))
+    yield recovered
     findings = CounterMetricFamily(
         FINDINGS, "Findings by failure mode; fatal by the study's prior", labels=["mode", "fatal"]
     )

@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from mast_otel.collector.config import Config
 from mast_otel.collector.judge import JudgeStage, OpenAICompatibleJudge
+from mast_otel.collector.otlp.redact_request import RequestRedactor
 from mast_otel.collector.pipeline_admission import _Admission
 from mast_otel.collector.pipeline_ledger import _Ledger
 from mast_otel.collector.pipeline_replay import _Replay
@@ -80,6 +81,10 @@ class Pipeline(_Admission, _Replay):
         self.redactor = Redactor(config.redaction)
         self.stats = PipelineStats()
         self.spool = spool
+        # Requests are redacted before they are written ahead: no secret reaches the spool.
+        self.request_redactor = (
+            RequestRedactor(config.redaction, config.receivers.max_value_depth) if spool else None
+        )
         # A worker process of a sharded collector reports to the spool's owner instead.
         self._ledger = ledger if ledger is not None else _Ledger(spool) if spool else None
         self._recovered = recovered
@@ -134,10 +139,11 @@ class Pipeline(_Admission, _Replay):
         if self.judge is not None:
             self.judge.start()
 
-    def stop(self, enqueue_wait_s: float = 30.0) -> StopReport:
+    def stop(self, enqueue_wait_s: float = 30.0, *, keep_open: bool = False) -> StopReport:
         """Take no more, finish the replay, process what is queued, close every open run and
         write everything the store takes. With `durability.resume_open_runs`, only runs whose
-        end was seen are closed; the others stay in the spool and resume at the next start. In
+        end was seen are closed; the others stay in the spool and resume at the next start;
+        with `keep_open` (a worker whose stop left requests unprocessed in the spool) none is. In
         durable mode what the store refuses stays in the spool too. Returns (and keeps in
         `stop_report`) what was left undone, if anything."""
         # A worker process of a sharded collector has a ledger and no spool of its own.
@@ -167,7 +173,11 @@ class Pipeline(_Admission, _Replay):
             report.replay_segments_left = self.spool.replay_segments_left + 1
             report.reason = "the store refused writes while the spool was replayed"
         self._drain_for_stop(report)
-        if durable and self.config.durability.resume_open_runs:
+        if durable and keep_open:
+            # Requests of these runs were left in the spool: close none, so each is rebuilt
+            # and analysed whole at the next start.
+            report.runs_left_open = self.windows.active_runs
+        elif durable and self.config.durability.resume_open_runs:
             self._emit(self._guarded(self.windows.close_finished))
             report.runs_left_open = self.windows.active_runs
         else:

@@ -13,7 +13,7 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mast_otel.collector.config import Config
@@ -195,6 +195,8 @@ class _PipelineState:
                 "events_joined": w.events_joined,
                 "events_after_step": w.events_after_step,
                 "events_dropped": w.events_dropped,
+                # What model calls' inputs showed that no span did (conversation recovery).
+                **{f"recovery_{key}": value for key, value in asdict(w.recovery).items()},
             },
             "limits": dict(self.limits.stats),
             "redaction": dict(self.redactor.stats),

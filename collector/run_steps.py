@@ -13,7 +13,8 @@ from mast_otel.collector.pipeline_stages import bare_step
 from mast_otel.collector.store import Store, queries
 from mast_otel.collector.store.queries.common import checked_trace_id
 from mast_otel.collector.store.stored_spans import span_record
-from mast_otel.processors.model import Step
+from mast_otel.processors.conversation import Conversations, RecoveryStats
+from mast_otel.processors.model import Step, StepKind
 from mast_otel.processors.normalize import genai_messages, normalize_span
 from mast_otel.processors.normalize.ancestry import Ancestry
 from mast_otel.processors.records import LogRecord
@@ -91,10 +92,34 @@ def run_steps(store: Store, trace_id: str) -> dict[str, Any] | None:
             genai_messages.apply_message_event(steps[log.span_id], message[0], message[1])
     for step in steps.values():
         ancestry.fill(step)
+    recovered = _recovered(list(steps.values()))
     for span in timeline["spans"]:
         step = steps.get(span["span_id"])
         span["step"] = step_view(step) if step is not None else None
+        span["recovered"] = [step_view(r) for r in recovered.get(span["span_id"], [])]
     return timeline
+
+
+def _recovered(steps: list[Step]) -> dict[str, list[Step]]:
+    """The steps model calls' inputs showed that no span did (user turns, tool results), by
+    the span they are shown at, read as the run windows read them."""
+    conversations = Conversations(RecoveryStats())
+    attributes: dict[str, Any] = {}
+    out: dict[str, list[Step]] = {}
+    for step in sorted(steps, key=lambda s: (s.start_ns, s.end_ns)):
+        found: list[Step] = []
+        if step.kind is StepKind.LLM:
+            found = conversations.before_call(step, attributes)
+            conversations.after_call(step)
+        elif step.kind in (StepKind.TOOL, StepKind.HANDOFF):
+            conversations.on_tool(step)
+        elif step.kind is StepKind.HUMAN:
+            conversations.on_human(step)
+        for item in found:
+            out.setdefault(item.span_id, []).append(item)
+    for item in conversations.at_close():
+        out.setdefault(item.span_id, []).append(item)
+    return out
 
 
 def short(text: str, limit: int = SHORT) -> str:
@@ -121,6 +146,19 @@ def render(timeline: dict[str, Any]) -> list[str]:
     for span in timeline["spans"]:
         step = span.get("step")
         indent = "  " * span["depth"]
+        for read in span.get("recovered", []):
+            # What the model call's input showed (a user's turn, a result no span carried).
+            if read["kind"] == "human":
+                what, detail = "user", short(read["input"])
+            else:
+                what, detail = (
+                    read["tool"],
+                    f"{short(read['arguments'])} -> {short(read['result'])}",
+                )
+            lines.append(
+                f"{'':>9} {read['kind']:<8} {short(read['agent'], 14):<14} {short(what, 18):<18} "
+                f"{read['status'][:6]:<6} {indent}{detail} (from the model's input)"
+            )
         if step is None:
             lines.append(
                 f"{span['offset_ms']:>7.0f}ms {'-':<8} {'':<14} {'':<18} "

@@ -250,6 +250,25 @@ class Service:
         self.store.close()
         return report
 
+    def abort(self) -> str:
+        """Stop now (a second stop signal): workers are killed and nothing more is written;
+        returns what stays behind. Everything acknowledged is in the spool (durable mode)
+        and the next start stores it."""
+        killed = self.sharded.kill() if self.sharded is not None else []
+        workers = f"{len(killed)} worker(s) killed; " if killed else ""
+        if self.spool is None:
+            return (
+                f"{workers}what was not yet stored is lost (durability.mode is memory); "
+                f"{self.exporter.buffered_rows} row(s) were buffered"
+            )
+        # Read without the spool's lock: this runs in a signal handler.
+        files, size = self.spool.segments, self.spool.bytes
+        return (
+            f"{workers}the spool keeps {files} file(s), {size} bytes, "
+            f"in {self.spool.directory}: every request acknowledged and not yet stored, "
+            "stored at the next start"
+        )
+
     def on_output(self, listener: Callable[..., None]) -> None:
         if self.sharded is not None:
             raise ValueError("findings are made in worker processes: read them from the store")

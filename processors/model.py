@@ -39,6 +39,18 @@ class ToolCallRequest:
 
 
 @dataclass(slots=True, frozen=True)
+class InputMessage:
+    """One message of a model call's input, as much of it as recovering the conversation needs:
+    its role (system, user, assistant, tool), its text, the call a tool message answers, and
+    the calls an assistant message asked for."""
+
+    role: str
+    text: str = ""
+    call_id: str = ""
+    calls: tuple[ToolCallRequest, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
 class ToolSpec:
     """A tool a model was offered: its name and the names of its parameters."""
 
@@ -84,6 +96,10 @@ class Step:
     input_tokens: int | None = None
     output_tokens: int | None = None
     input_messages: int | None = None
+    # For an LLM call: its input messages as sent (bounded: the opening system and user
+    # messages and the most recent ones, see `normalize.history`). The run windows read from
+    # them what is new since the conversation's previous call, then let them go.
+    input_history: tuple[InputMessage, ...] = ()
     # mast.* policy and outcome attributes found on the span, by attribute name.
     run_attributes: dict[str, Any] = field(default_factory=dict)
 

@@ -119,8 +119,11 @@ class Redactor:
             record.status_message,
             record.service_name,
             record.scope_name,
+            record.scope_version,
+            record.trace_state,
         ]
         names.extend(event.name for event in record.events)
+        names.extend(link.trace_state for link in record.links)
         self._prepare(scan, maps, names)
         for attributes in maps:
             self._attributes(attributes)
@@ -129,15 +132,28 @@ class Redactor:
             record.status_message = self._text(record.status_message)
             record.service_name = self._text(record.service_name)
             record.scope_name = self._text(record.scope_name)
+            record.scope_version = self._text(record.scope_version)
+            record.trace_state = self._text(record.trace_state)
             for event in record.events:
                 event.name = self._text(event.name)
+            for link in record.links:
+                link.trace_state = self._text(link.trace_state)
 
     def log(self, record: LogRecord, scan: bool = True) -> None:
         if not self.active:
             return
         maps = [record.attributes, record.resource_attributes]
         self._prepare(
-            scan, maps, [record.body, record.severity_text, record.event_name, record.service_name]
+            scan,
+            maps,
+            [
+                record.body,
+                record.severity_text,
+                record.event_name,
+                record.service_name,
+                record.scope_name,
+                record.scope_version,
+            ],
         )
         for attributes in maps:
             self._attributes(attributes)
@@ -146,6 +162,26 @@ class Redactor:
             record.severity_text = self._text(record.severity_text)
             record.event_name = self._text(record.event_name)
             record.service_name = self._text(record.service_name)
+            record.scope_name = self._text(record.scope_name)
+            record.scope_version = self._text(record.scope_version)
+
+    def parts(
+        self, maps: list[Attributes], values: list[AttrValue], scan: bool = True
+    ) -> list[AttrValue]:
+        """The parts of one record of any shape (a request's span, log record, resource or
+        scope as the wire holds them): its attribute maps redacted in place, its other values
+        (names, texts, a log's body) returned redacted, as `span` and `log` do."""
+        if not self.active:
+            return values
+        self._prepare(scan, maps, values)
+        for attributes in maps:
+            self._attributes(attributes)
+        return [self._value(value) for value in values]
+
+    def key_verdict(self, key: str) -> tuple[bool, bool]:
+        """Whether a key's value goes whole (a secret key) and whether it is cut (a
+        truncation rule)."""
+        return self._verdict(key)
 
     def text(self, value: str) -> str:
         """Any one text (a finding's message, a run's names), scanned by every rule it may

@@ -23,6 +23,7 @@ __all__ = [
     "CompiledRules",
     "RedactionConfig",
     "compile_rules",
+    "wire_key_hint",
 ]
 
 DEFAULT_REDACTED_KEY_PATTERNS: tuple[str, ...] = (
@@ -190,6 +191,28 @@ def _hint(pattern: str) -> Any:
     options.case_sensitive = False
     options.never_capture = True
     return re2.compile(_with_folds(pattern).encode(), options)
+
+
+# In an OTLP protobuf request, what any key the default key rules name, or any flag an
+# argument list's secret follows, leaves in the bytes: a key ends with one of the rules' words
+# and is followed by its value's field tag (0x12); a flag starts with a dash. A request
+# holding neither, and no value rule's hint, has nothing the rules change.
+_WIRE_KEY_HINT = (
+    r"(?:passw(?:or)?d|pwd|passphrase|secret|key|token|authorization|cookie|credentials?"
+    r"|string|jwt)\x12"
+    r"|-[a-z_-]*(?:token|pass|secret|key)"
+)
+
+
+def wire_key_hint(config: RedactionConfig) -> Any:
+    """The RE2 screen for keys and argument flags in a protobuf request's bytes
+    (`_WIRE_KEY_HINT`), or None when the key rules are not the defaults (or truncation rules
+    are set): their keys have no known hint, and every record's keys must be read."""
+    if list(config.key_patterns) != list(DEFAULT_REDACTED_KEY_PATTERNS):
+        return None
+    if config.truncate_key_patterns:
+        return None
+    return _hint(_WIRE_KEY_HINT)
 
 
 _GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")

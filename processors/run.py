@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
 from mast_otel.processors import conventions
+from mast_otel.processors.conversation import Conversations
 from mast_otel.processors.model import Finding, RunSignature, Step, StepKind, StepRef
 from mast_otel.processors.normalize.ancestry import Ancestry
 
@@ -84,6 +85,8 @@ class Run:
     ancestry: Ancestry = field(init=False, default_factory=Ancestry)
     conversation_id: str = field(init=False, default="")
     acting_agent: str = field(init=False, default="")
+    # The run's conversations, recovered from its model calls' inputs (opened at the first).
+    conversations: Conversations | None = field(init=False, default=None)
     expected_agent: str = field(init=False, default="")
 
     def __post_init__(self, max_steps: int, now: float) -> None:
@@ -99,10 +102,12 @@ class Run:
         self.ref_step, self.ref_of = step, ref
         return ref
 
-    def record(self, step: Step) -> None:
-        """Fold a released step into the run's totals and window."""
+    def record(self, step: Step, recovered: bool = False) -> None:
+        """Fold a released step into the run's totals and window; a step recovered from a
+        model call's input (no span of its own) is not counted as one of the run's spans."""
         self.window.append(step)
-        self.steps_seen += 1
+        if not recovered:
+            self.steps_seen += 1
         if step.start_ns and (not self.start_ns or step.start_ns < self.start_ns):
             self.start_ns = step.start_ns
         self.end_ns = max(self.end_ns, step.end_ns)

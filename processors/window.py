@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mast_otel.processors import conventions
+from mast_otel.processors.conversation import Conversations, RecoveryStats
 from mast_otel.processors.dispatch import closing_plan, dispatch_plan, stamp_findings
 from mast_otel.processors.judge import Transcript
 from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
@@ -29,6 +30,9 @@ from mast_otel.processors.run import DetectorRun, DispatchPlan, Run, run_outcome
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
 _HANDOFF = StepKind.HANDOFF
+_HUMAN = StepKind.HUMAN
+_LLM = StepKind.LLM
+_TOOL = StepKind.TOOL
 
 
 @dataclass
@@ -97,6 +101,8 @@ class WindowStats:
     events_joined: int = 0
     events_after_step: int = 0
     events_dropped: int = 0
+    # What model calls' inputs showed that no span did (`processors.conversation`).
+    recovery: RecoveryStats = field(default_factory=RecoveryStats)
 
 
 @dataclass
@@ -346,8 +352,7 @@ class RunWindows:
         if run.pending and run.trace_id not in self._holding:
             self._pending[run.trace_id] = min(p[0] for p in run.pending)
         findings: list[Finding] = []
-        window, detectors, plan, stats = run.window, run.detectors, run.plan, self.stats
-        ancestry = run.ancestry
+        window, stats, ancestry = run.window, self.stats, run.ancestry
         for _, step in ready:
             if not step.agent:
                 ancestry.fill(step)
@@ -356,22 +361,49 @@ class RunWindows:
                     stats.steps_late += 1
                 if len(window) == window.maxlen:
                     stats.steps_trimmed += 1
-            implied = run.implied_handoff(step)
-            if implied is not None:
-                for i in plan[_HANDOFF]:
-                    produced = detectors[i].on_step(implied, run)
-                    if produced:
-                        findings.extend(stamp_findings(run, produced))
-            run.record(step)
-            for i in plan[step.kind]:
-                produced = detectors[i].on_step(step, run)
-                if produced:  # most steps produce nothing: skip the bookkeeping
-                    findings.extend(stamp_findings(run, produced))
+            kind = step.kind
+            if kind is _LLM:
+                conversations = run.conversations
+                if conversations is None:
+                    conversations = run.conversations = Conversations(stats.recovery)
+                attributes_before = len(run.attributes)
+                for recovered in conversations.before_call(step, run.attributes):
+                    self._dispatch(run, recovered, findings, recovered=True)
+                if len(run.attributes) != attributes_before:
+                    run.attributes_version += 1
+            elif (kind is _TOOL or kind is _HANDOFF) and run.conversations is not None:
+                run.conversations.on_tool(step)
+            elif kind is _HUMAN:
+                if run.conversations is None:
+                    run.conversations = Conversations(stats.recovery)
+                run.conversations.on_human(step)
+            self._dispatch(run, step, findings)
+            if kind is _LLM and run.conversations is not None:
+                run.conversations.after_call(step)
         return findings
+
+    @staticmethod
+    def _dispatch(run: Run, step: Step, findings: list[Finding], recovered: bool = False) -> None:
+        """One step to the detectors that read its kind (after the hand-off it implies)."""
+        detectors, plan = run.detectors, run.plan
+        implied = run.implied_handoff(step)
+        if implied is not None:
+            for i in plan[_HANDOFF]:
+                produced = detectors[i].on_step(implied, run)
+                if produced:
+                    findings.extend(stamp_findings(run, produced))
+        run.record(step, recovered)
+        for i in plan[step.kind]:
+            produced = detectors[i].on_step(step, run)
+            if produced:  # most steps produce nothing: skip the bookkeeping
+                findings.extend(stamp_findings(run, produced))
 
     def _close(self, run: Run, reason: str) -> WindowOutput:
         out = WindowOutput()
         out.findings.extend(self._release(run, None))
+        if run.conversations is not None:
+            for recovered in run.conversations.at_close():
+                self._dispatch(run, recovered, out.findings, recovered=True)
         run.closed_by = reason
         if run.root is None and run.evaluations and run.evaluations == run.steps_seen:
             # Only a verdict on a run closed too long ago to remember: update, do not invent.

@@ -27,6 +27,7 @@ RUNS_OPENED = f"{PREFIX}_runs_opened"
 RUNS_CLOSED = f"{PREFIX}_runs_closed"
 RUNS_EVICTED = f"{PREFIX}_runs_evicted"
 STEPS = f"{PREFIX}_steps"
+RECOVERED = f"{PREFIX}_conversation_recovered"
 FINDINGS = f"{PREFIX}_findings"
 SIGNATURES = f"{PREFIX}_signatures"
 STORE_ROWS_WRITTEN = f"{PREFIX}_store_rows_written"
@@ -53,6 +54,7 @@ COUNTERS = (
     RUNS_CLOSED,
     RUNS_EVICTED,
     STEPS,
+    RECOVERED,
     FINDINGS,
     SIGNATURES,
     STORE_ROWS_WRITTEN,

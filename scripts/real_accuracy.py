@@ -61,8 +61,8 @@ from mast_otel.collector.importers import ImportFormatError  # noqa: E402
 from mast_otel.collector.importers.spans import MESSAGE_INDEX, RUN_INDEX  # noqa: E402
 from mast_otel.collector.store.exporter import MemoryExporter  # noqa: E402
 from mast_otel.processors.conventions import MODE_CODES  # noqa: E402
+from tests.corpora import tau_file  # noqa: E402
 
-DATA = Path("shared") / "data" / "tau-bench" / "gpt-4o-airline.json"
 LABELS = "tests/labels/tau_airline/*.jsonl"
 HELD_OUT = "tests/labels/tau_airline/holdout/*.jsonl"
 HELD_OUT_2 = "tests/labels/tau_airline/holdout2/*.jsonl"
@@ -86,13 +86,8 @@ class InputError(Exception):
 
 
 def default_data() -> Path:
-    """`../shared/data/...` beside the project, or beside any folder above it (a worktree
-    nested deeper than the main checkout finds the same shared folder)."""
-    for folder in [ROOT, *ROOT.parents]:
-        candidate = folder.parent / DATA
-        if candidate.is_file():
-            return candidate
-    return ROOT.parent / DATA
+    """tau-bench's airline runs, shipped compressed in tests/data (unpacked once)."""
+    return tau_file()
 
 
 @dataclass

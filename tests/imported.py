@@ -16,17 +16,16 @@ from mast_otel.collector.importers.spans import RunSpec, request_for
 from mast_otel.collector.otlp.decode import decode_spans
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.normalize import normalize_span
+from mast_otel.processors.run import DetectorRun, Run
+from mast_otel.processors.window import RunWindows, WindowConfig
+from tests import corpora
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tau_file() -> Path | None:
-    """The tau-bench airline file in ../shared/data, if present."""
-    for folder in [ROOT, *ROOT.parents]:
-        candidate = folder.parent / "shared/data/tau-bench/gpt-4o-airline.json"
-        if candidate.is_file():
-            return candidate
-    return None
+def tau_file() -> Path:
+    """The tau-bench airline file (shipped compressed in tests/data)."""
+    return corpora.tau_file()
 
 
 def steps_of(run: RunSpec) -> list[Step]:
@@ -35,21 +34,56 @@ def steps_of(run: RunSpec) -> list[Step]:
     return [step for r in records if (step := normalize_span(r)) is not None]
 
 
+class _Recorder(DetectorRun):
+    """A detector that keeps every step it is shown and the run's attributes at close."""
+
+    __slots__ = ("attributes", "steps")
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.attributes: dict[str, Any] = {}
+
+    def on_step(self, step: Step, run: Run) -> tuple[()]:
+        self.steps.append(step)
+        return ()
+
+    def on_close(self, run: Run) -> tuple[()]:
+        self.attributes = dict(run.attributes)
+        return ()
+
+
+def read_steps(steps: list[Step]) -> tuple[list[Step], dict[str, Any]]:
+    """The steps detectors are shown for these spans' steps (of one run), in order, user
+    turns and tool results recovered from model inputs included, and the run's attributes."""
+    recorders: list[_Recorder] = []
+
+    def open_detectors(run: Run) -> list[DetectorRun]:
+        recorders.append(_Recorder())
+        return [recorders[-1]]
+
+    windows = RunWindows(WindowConfig(), open_detectors)
+    for step in steps:
+        windows.add(step, 0.0)
+    windows.close_all()
+    assert len(recorders) == 1, "one run"
+    return recorders[0].steps, recorders[0].attributes
+
+
 def chat_steps(messages: list[dict[str, Any]], position: int = 0) -> list[Step]:
-    """The steps of a chat transcript (OpenAI messages), as the chat importer writes it."""
-    return steps_of(chat.build_run({"messages": messages}, position, "test run"))
+    """The steps detectors see of a chat transcript (OpenAI messages) the chat importer read."""
+    run = chat.build_run({"messages": messages}, position, "test run")
+    return read_steps(steps_of(run))[0]
 
 
 def tau_run(index: int) -> dict[str, Any]:
     path = tau_file()
-    assert path is not None
     runs: list[dict[str, Any]] = json.loads(path.read_text())
     return runs[index]
 
 
 def tau_steps(index: int) -> list[Step]:
-    """The steps of one real tau-bench run."""
-    return steps_of(chat.build_run(tau_run(index), index, f"tau run {index}"))
+    """The steps detectors see of one real tau-bench run."""
+    return read_steps(steps_of(chat.build_run(tau_run(index), index, f"tau run {index}")))[0]
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -136,6 +136,9 @@ class CollectorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
         self.token: str | None = None
+        # Start it as the leader of a process group of its own (its fork server and workers
+        # in it), as a supervisor or a terminal does, so the group can be signalled.
+        self.new_group = False
 
     def start(self, wait: bool = True) -> None:
         log_path = self.data_dir.parent / f"collector-{len(self.logs)}.log"
@@ -159,6 +162,7 @@ class CollectorProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=ENV,
+                start_new_session=self.new_group,
             )
         if wait:
             self.wait_ready()

@@ -13,7 +13,7 @@ from mast_otel.processors.classify import (
     split_commands,
 )
 from mast_otel.processors.model import StepKind
-from tests.imported import chat_steps, tau_file, tau_run, tau_steps
+from tests.imported import chat_steps, tau_run, tau_steps
 
 MUT, READ, NEUTRAL, ESC, UNKNOWN = (
     ActionKind.MUTATING,
@@ -22,7 +22,6 @@ MUT, READ, NEUTRAL, ESC, UNKNOWN = (
     ActionKind.ESCALATION,
     ActionKind.UNKNOWN,
 )
-needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 C = ActionClassifier()
 
 
@@ -168,7 +167,6 @@ def test_configured_vocabulary() -> None:
 # --- the real corpus and the steps it gives ----------------------------------------------------
 
 
-@needs_tau
 def test_tau_bench_calls_by_what_they_do() -> None:
     # Run 0 books a reservation (the policy's write) after reading the user's details.
     steps = tau_steps(0)
@@ -187,7 +185,6 @@ def test_tau_bench_calls_by_what_they_do() -> None:
     assert booking.kind is MUT and booking.targets  # the user id it books for
 
 
-@needs_tau
 def test_tau_bench_escalation_is_not_a_handoff() -> None:
     # Run 4 ends with transfer_to_human_agents: a tool call escalating to a person.
     steps = tau_steps(4)

@@ -5,9 +5,12 @@ and OTLP/HTTP protobuf, plus one OTLP/JSON request) to `mast-otel serve`: as too
 arguments and results repeated until a detector quotes them in a finding's evidence, as
 attribute values (strings, bytes, arrays), attribute keys that name a secret, span, event and
 status texts, link and resource attributes, and log bodies, severity texts and attributes.
-After a clean stop every table of the store is dumped as text and searched for every secret
-(as sent, JSON-escaped, and base64-encoded at each alignment); the near misses must be there as
-sent."""
+Raw protobuf requests add what no SDK sets: bytes values, trace states, scope names and
+versions, a log's bytes body and event name. Through `serve --workers 2`: while it runs, with
+the requests in its write-ahead spool, and again after it stops, every file under the test's
+directory (spool, store, the collector's log) is read as bytes and searched for every secret;
+after the stop every table of the store is dumped as text and searched too (as sent,
+JSON-escaped, and base64-encoded at each alignment); the near misses must be there as sent."""
 
 from __future__ import annotations
 
@@ -16,11 +19,14 @@ import json
 import urllib.request
 from pathlib import Path
 
+import grpc
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
     OTLPSpanExporter as HttpSpanExporter,
 )
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
@@ -48,9 +54,14 @@ windows:
   idle_timeout_s: 2
 storage:
   flush_interval_s: 0.3
+pipeline:
+  workers: 2
 """
 
 RESOURCE_SECRET = fake("abcdefghijklmnopqrstuvwxyz0123456789", 24)
+SECRETS = {f"{probe.name}#{i}": s for probe in PROBES for i, s in enumerate(probe.secrets)}
+SECRETS.update({f"key:{k}": v for k, v in KEYED.items()})
+SECRETS.update(argv=ARGV_SECRET, argv_equals=ARGV_EQUALS_SECRET, resource=RESOURCE_SECRET)
 
 
 def _forms(secret: str) -> list[str]:
@@ -146,6 +157,63 @@ def _send_json_request(port: int, probe: Probe) -> None:
         assert response.status == 200
 
 
+def _send_raw_requests(port: int, probe: Probe) -> None:
+    """Protobuf requests with the probe where no SDK puts it: a bytes value, trace states,
+    scope names and versions, a log's body as bytes, its event name and scope."""
+    spans = ExportTraceServiceRequest()
+    resource = spans.resource_spans.add()
+    scope_spans = resource.scope_spans.add()
+    scope_spans.scope.name = probe.text
+    scope_spans.scope.version = probe.text
+    attribute = scope_spans.scope.attributes.add()
+    attribute.key, attribute.value.string_value = "scope.note", probe.text
+    span = scope_spans.spans.add()
+    span.trace_id, span.span_id = bytes.fromhex("7" * 32), bytes.fromhex("8" * 16)
+    span.name, span.trace_state = "raw", probe.text
+    span.start_time_unix_nano, span.end_time_unix_nano = 1, 2
+    attribute = span.attributes.add()
+    attribute.key, attribute.value.bytes_value = "probe.bytes", probe.text.encode()
+    link = span.links.add()
+    link.trace_id, link.span_id = bytes.fromhex("9" * 32), bytes.fromhex("a" * 16)
+    link.trace_state = probe.text
+    logs = ExportLogsServiceRequest()
+    scope_logs = logs.resource_logs.add().scope_logs.add()
+    scope_logs.scope.name = probe.text
+    scope_logs.scope.version = probe.text
+    record = scope_logs.log_records.add()
+    record.time_unix_nano = 1
+    record.body.bytes_value = probe.text.encode()
+    record.event_name = probe.text
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        for path, request in (
+            ("trace.v1.TraceService", spans),
+            ("logs.v1.LogsService", logs),
+        ):
+            channel.unary_unary(
+                f"/opentelemetry.proto.collector.{path}/Export",
+                request_serializer=None,
+                response_deserializer=None,
+            )(request.SerializeToString(), timeout=10)
+
+
+def _grep(root: Path, secrets: dict[str, str]) -> dict[str, str]:
+    """Every file under `root` (spool, store, logs) read as bytes: which secrets, in any of
+    their forms, are in which file."""
+    forms = [(name, form.encode()) for name, secret in secrets.items() for form in _forms(secret)]
+    found: dict[str, str] = {}
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # removed while read (a spool file let go, a store part merged)
+        for name, form in forms:
+            if form in data:
+                found[name] = str(path.relative_to(root))
+    return found
+
+
 def _dump(data_dir: Path) -> str:
     store = ChdbStore(data_dir)
     try:
@@ -207,9 +275,14 @@ def test_no_probe_secret_reaches_any_table(tmp_path: Path) -> None:
             )
             logger.emit(body={"message": probe.text, "nested": {"dbPassword": ARGV_SECRET}})
         _send_json_request(collector.http_port, PROBES[1])
+        for probe in PROBES:
+            _send_raw_requests(collector.grpc_port, probe)
         for provider in providers:
             assert provider.force_flush(30_000)
         assert logs.force_flush(30_000)
+        # While it runs, with requests in the spool: nothing of a secret on disk.
+        assert list((collector.data_dir / "spool").glob("*.wal")), "the spool is empty"
+        leaked_running = _grep(tmp_path, SECRETS)
         wait_until_idle(collector)
         assert collector.stop() == 0
     finally:
@@ -218,12 +291,12 @@ def test_no_probe_secret_reaches_any_table(tmp_path: Path) -> None:
         logs.shutdown()
         collector.ensure_stopped()
 
+    assert not leaked_running, f"secrets on disk while running: {leaked_running}"
+    leaked_stopped = _grep(tmp_path, SECRETS)
+    assert not leaked_stopped, f"secrets on disk after the stop: {leaked_stopped}"
     dump = _dump(collector.data_dir)
-    secrets = {f"{probe.name}#{i}": s for probe in PROBES for i, s in enumerate(probe.secrets)}
-    secrets.update({f"key:{k}": v for k, v in KEYED.items()})
-    secrets.update(argv=ARGV_SECRET, argv_equals=ARGV_EQUALS_SECRET, resource=RESOURCE_SECRET)
     leaked = {
-        name: form for name, secret in secrets.items() for form in _forms(secret) if form in dump
+        name: form for name, secret in SECRETS.items() for form in _forms(secret) if form in dump
     }
     assert not leaked, f"{len(leaked)} secrets reached the store: {sorted(leaked)}"
     # Redaction kept what it should: the near misses as sent, the probes' context around

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -23,16 +24,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     stop = threading.Event()
+    running: list[Service] = []
 
     def _on_signal(signum: int, _frame: Any) -> None:
-        log.info("received %s: stopping, flushing everything accepted", signal.Signals(signum).name)
-        stop.set()
+        name = signal.Signals(signum).name
+        if not stop.is_set():
+            # One line, whatever sent it (the process, its whole group, Ctrl-C): worker
+            # processes do not act on stop signals, this process tells them to drain.
+            log.info(
+                "received %s: stopping, storing everything accepted (send it again to stop "
+                "now, leaving what is not stored in the spool)",
+                name,
+            )
+            stop.set()
+            return
+        # A second signal: stop now. Nothing acknowledged is lost: it is in the spool.
+        left = running[0].abort() if running else "nothing was open yet"
+        log.warning("received %s again: stopping now; %s", name, left)
+        logging.shutdown()
+        os._exit(128 + signum)
 
     # Before the store and the spool are opened: a stop asked for at any moment from here on
     # still replays the spool and stores what it holds.
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
     service = Service(config, verbose=args.verbose)
+    running.append(service)
     service.start()
     log.info(
         "mast-otel %s: OTLP/gRPC on %s, OTLP/HTTP on %s, store %s (database %s)",

@@ -47,6 +47,11 @@ class PipelineConfig:
     worker_restart_window_s: float = 60.0
     # How long a stop waits for the workers to drain before terminating them.
     worker_stop_timeout_s: float = 60.0
+    # How long a stop lets each worker process what it was given (with `workers` > 1; one
+    # process processes its whole queue). What is left then (requests
+    # not processed, and every run still open) stays in the spool, the stop's last line says
+    # how much, and the next start processes it; the runs are analysed whole then.
+    stop_drain_s: float = 8.0
 
     def worker_count(self) -> int:
         """`workers`, with 0 read as the cores this process may use."""

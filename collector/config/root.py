@@ -138,6 +138,7 @@ class Config:
             ("pipeline.worker_queue_max_bytes", self.pipeline.worker_queue_max_bytes),
             ("pipeline.worker_restart_window_s", self.pipeline.worker_restart_window_s),
             ("pipeline.worker_stop_timeout_s", self.pipeline.worker_stop_timeout_s),
+            ("pipeline.stop_drain_s", self.pipeline.stop_drain_s),
         ):
             if value <= 0:
                 raise ConfigError(f"{key} must be positive, got {value}")

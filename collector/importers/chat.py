@@ -174,9 +174,6 @@ def build_run(
     if isinstance(tools, list) and tools:
         # The tools offered to the model, on each of its calls, as GenAI instrumentations send.
         common_chat["gen_ai.tool.definitions"] = json.dumps(tools, ensure_ascii=False)
-    task = task_description(messages)
-    if task:
-        root_attrs["mast.task.description"] = task
     outcome, score = outcome_of(meta)
     if outcome:
         root_attrs["mast.run.outcome"] = outcome
@@ -198,17 +195,8 @@ def build_run(
             history.append({"role": "system", "parts": [S.text_part(text)]})
             continue
         if role == "user":
-            spans.append(
-                SpanSpec(
-                    S.span_id_for(trace_id, "message", str(index)),
-                    "user message",
-                    at(index),
-                    at(index, 1),
-                    root_id,
-                    {S.MESSAGE_INDEX: index, S.ROLE: "user", S.CONTENT: text},
-                    events=S.user_message(text),
-                )
-            )
+            # No span of its own: an instrumented agent loop shows the user's turn only in the
+            # next model call's input, and so does this importer.
             history.append({"role": "user", "parts": [S.text_part(text)]})
             continue
         if role == "assistant":

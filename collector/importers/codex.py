@@ -321,10 +321,15 @@ def _item(b: _Builder, index: int, time_ns: int, item: dict[str, Any]) -> None:
         b.result(index, time_ns, item)
     elif kind == "message" and role in ("user", "developer", "system"):
         text = content_text(item.get("content"))
-        b.history.append(
-            {"role": "user" if role == "user" else "system", "parts": [S.text_part(text)]}
-        )
         stripped = text.strip()
+        # Instruction files and the environment context Codex sends as user messages are
+        # instructions, not turns of the user: written as such in the model's input.
+        said_by_user = role == "user" and not stripped.startswith(
+            _INSTRUCTION_PREFIXES + _CONTEXT_PREFIXES
+        )
+        b.history.append(
+            {"role": "user" if said_by_user else "system", "parts": [S.text_part(text)]}
+        )
         if role != "user" or stripped.startswith(_INSTRUCTION_PREFIXES):
             if stripped:
                 b.instructions.append(stripped)

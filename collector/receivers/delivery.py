@@ -243,6 +243,7 @@ def deliver_spans(
     Raises `Refused` (after counting) so each transport can map it to its retryable status.
     """
     stats.add("trace_requests")
+    raw = _redacted(consumer, request, raw)
     if raw is not None and hasattr(consumer, "consume_request"):
         return _route(consumer, request, raw, stats, "spans")
     result = decode_spans(request, max_value_depth=max_value_depth)
@@ -275,6 +276,7 @@ def deliver_logs(
 ) -> ExportOutcome:
     """Decode a logs request and hand it to the consumer; see `deliver_spans`."""
     stats.add("log_requests")
+    raw = _redacted(consumer, request, raw)
     if raw is not None and hasattr(consumer, "consume_request"):
         return _route(consumer, request, raw, stats, "logs")
     result = decode_logs(request, max_value_depth=max_value_depth)
@@ -295,6 +297,22 @@ def deliver_logs(
     stats.add("logs_accepted", max(0, len(result.records) - accepted.rejected))
     stats.add("logs_rejected", outcome.rejected)
     return outcome
+
+
+def _redacted(
+    consumer: TelemetryConsumer,
+    request: ExportTraceServiceRequest | ExportLogsServiceRequest,
+    raw: RawRequest | None,
+) -> RawRequest | None:
+    """The request redacted in place before anything writes it ahead (a durable consumer's
+    `request_redactor`), and the body to spool: the request serialized again when the
+    redaction changed it, else the body as received."""
+    redactor = getattr(consumer, "request_redactor", None)
+    if raw is None or redactor is None or not redactor.active:
+        return raw
+    if not redactor.redact(request, raw.data, raw.encoding):
+        return raw
+    return RawRequest(raw.signal, "protobuf", request.SerializeToString())
 
 
 def _route(

@@ -30,9 +30,13 @@ Back-pressure: a request is refused (retryable) when any worker has its bound of
 bytes waiting (`pipeline.worker_queue_max_*`), or the spool is full. Inside a worker the pipeline
 holds at most two batches beyond the one in progress, so what waits is bytes, not records.
 
-Stop: receivers stop, the start-up replay finishes, every worker drains, closes its runs (or,
-with `durability.resume_open_runs`, keeps those in progress in the spool for the next start),
-writes and reports; then the spool and store close.
+Stop: only this process acts on stop signals (workers block and ignore them, so a signal to
+the whole process group changes nothing there). Receivers stop, the start-up replay finishes,
+no worker is restarted any more, every worker drains (for at most `pipeline.stop_drain_s`;
+what is left stays in the spool with every open run), closes its runs (or, with
+`durability.resume_open_runs`, keeps those in progress in the spool for the next start),
+writes and reports; then the spool and store close. A second signal kills the workers and
+exits at once (`kill`): what they had not stored is in the spool.
 
 Modules, one job each: `receiving` (the receivers' consumer: route, spool, hand over, stop),
 `worker` (what runs in a worker process), `ledger` (what each spooled request and segment waits

@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from mast_otel.collector.config import Config
 from mast_otel.collector.consumer import BatchTooLarge, RawRequest, Refused
+from mast_otel.collector.otlp.redact_request import RequestRedactor
 from mast_otel.collector.pipeline import StopReport
 from mast_otel.collector.sharded.health import WorkerHealth
 from mast_otel.collector.sharded.ledger import SpoolLedger
@@ -58,6 +59,10 @@ class ShardedPipeline:
         self.recovered = recovered
         self.stats = ShardedStats()
         self.store = store
+        # Requests are redacted before they are written ahead: no secret reaches the spool.
+        self.request_redactor = (
+            RequestRedactor(config.redaction, config.receivers.max_value_depth) if spool else None
+        )
         # The embedded store opens from one process only: this one, for every worker.
         self.owner = StoreOwner(store) if config.storage.backend != "clickhouse" else None
         self.factory = WorkerFactory(
@@ -76,6 +81,7 @@ class ShardedPipeline:
                 max_restarts=pipeline.worker_max_restarts,
                 restart_window_s=pipeline.worker_restart_window_s,
                 stop_timeout_s=pipeline.worker_stop_timeout_s,
+                drain_s=pipeline.stop_drain_s if spool is not None else None,
                 retry_after_s=pipeline.retry_after_s,
                 # Workers are forks of a server that imported the pipeline once: a restart
                 # takes a fraction of a second instead of an interpreter's start.
@@ -121,6 +127,9 @@ class ShardedPipeline:
         """Take no more; finish the start-up replay; drain every worker (each closes its runs,
         or with `durability.resume_open_runs` keeps those in progress for the next start)."""
         self._stopping.set()
+        # From here on a worker that dies is not started again: it would be replayed in the
+        # middle of the stop. What it held stays in the spool.
+        self.pool.begin_stop()
         if self._replayer is not None:
             self._replayer.join()
         results = self.pool.stop()
@@ -130,7 +139,10 @@ class ShardedPipeline:
             result = results.get(shard)
             if result is None:
                 report.requests_left += 1
-                report.reason = report.reason or f"worker {shard} did not drain in time"
+                report.reason = report.reason or (
+                    f"worker {shard} died during the stop or did not drain within "
+                    f"pipeline.worker_stop_timeout_s"
+                )
                 continue
             worker = result["report"]
             report.requests_left += worker["requests_left"]
@@ -143,6 +155,12 @@ class ShardedPipeline:
             self.owner.close()
         self.stop_report = report
         return report
+
+    def kill(self) -> list[int]:
+        """Stop now: the workers are killed; everything they had not stored stays in the
+        spool. Returns the shards killed."""
+        self._stopping.set()
+        return self.pool.kill()
 
     # -- the receivers' side ----------------------------------------------------------------
 

@@ -234,9 +234,18 @@ class ShardWorker:
         status["rows_written"] = dict(self.exporter.stats.rows_written)
         return status
 
-    def close(self) -> dict[str, Any]:
+    def close(self, left: int = 0) -> dict[str, Any]:
+        """Stop the pipeline; `left` requests were not handled (the stop's drain time ran
+        out): they are in the spool, so every open run stays open there too, to be rebuilt
+        whole at the next start."""
         assert self.pipeline is not None
-        report = self.pipeline.stop(enqueue_wait_s=0.0)
+        report = self.pipeline.stop(enqueue_wait_s=0.0, keep_open=left > 0)
+        if left:
+            report.requests_left += left
+            report.reason = report.reason or (
+                f"the stop's drain time ran out (pipeline.stop_drain_s = "
+                f"{self.config.pipeline.stop_drain_s} s)"
+            )
         health = self._health()
         self.store.close()
         return {"report": vars(report), "health": health}

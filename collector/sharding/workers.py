@@ -16,8 +16,10 @@ what it held is gone: `on_restart(shard)` returns the requests to give the new w
 than `max_restarts` times within `restart_window_s` is not started again: its shard refuses
 with `WorkerFailed` and `health()` says so.
 
-`stop()` drains: every worker handles what it was given, closes its handler and exits; a worker
-that has not finished within the timeout is terminated (counted).
+`stop()` drains: every worker handles what it was given (for at most `drain_s`; the rest is
+counted and left), closes its handler and exits; a worker that has not finished within the
+timeout is killed (counted). From `begin_stop()` on no worker is started again, and `kill()`
+kills them all at once. Workers never act on stop signals (`worker_process`).
 
 What a worker reports (`attach(send)` in `worker_process`) reaches `on_report(shard, generation,
 message)` here, in the order sent; `generation` counts the shard's restarts.
@@ -25,6 +27,7 @@ message)` here, in the order sent; `generation` counts the shard's restarts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -34,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
@@ -45,6 +49,7 @@ from mast_otel.collector.sharding.worker_process import (
     Handler,
     HandlerFactory,
     Signal,
+    stop_signals_blocked,
     worker_main,
 )
 
@@ -69,6 +74,9 @@ class PoolConfig:
     max_restarts: int = 5
     restart_window_s: float = 60.0
     stop_timeout_s: float = 30.0
+    # How long, from the start of a stop, a worker handles what it was given; what is left is
+    # not handled (it is in the spool). None: everything is handled.
+    drain_s: float | None = None
     start_method: Literal["spawn", "forkserver"] = "spawn"
     # With forkserver: modules the fork server imports once, so a (re)started worker is a
     # fork of a process that has them already.
@@ -103,6 +111,9 @@ class _Worker:
     process: BaseProcess
     inbox: Any  # multiprocessing Queue: (seq, signal, data) items, then _STOP
     outbox: Any  # multiprocessing Queue: ("done", seq, error) and ("closed", result)
+    # Shared with the worker: the wall-clock time past which it handles no more requests
+    # (0: none set).
+    drain_until: Any = None
     pending_requests: int = 0
     pending_bytes: int = 0
     # Sizes of the requests given and not yet reported done, by sequence number.
@@ -138,27 +149,54 @@ class WorkerPool:
         self._seq = 0
         self._workers: list[_Worker] = []
         self._stopping = threading.Event()
+        self._stopping_soon = threading.Event()
         self._monitor: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        with self._lock:
-            self._workers = [self._spawn(shard, 0) for shard in range(self.config.workers)]
-        self._monitor = threading.Thread(target=self._watch, name="worker-monitor", daemon=True)
-        self._monitor.start()
+        # The fork server, the workers and the threads that (re)start them never see a stop
+        # signal: the receiving process decides what a stop means (`worker_process`). The
+        # resource tracker starts first: starting it unblocks SIGINT and SIGTERM in the
+        # calling thread, which would let them reach the fork server started after it.
+        resource_tracker.ensure_running()
+        with stop_signals_blocked():
+            with self._lock:
+                self._workers = [self._spawn(shard, 0) for shard in range(self.config.workers)]
+            self._monitor = threading.Thread(target=self._watch, name="worker-monitor", daemon=True)
+            self._monitor.start()
+
+    def begin_stop(self) -> None:
+        """A stop has begun: a worker that dies from here on is not started again (what it
+        held stays in the spool for the next start)."""
+        self._stopping_soon.set()
+
+    def kill(self) -> list[int]:
+        """Stop now: SIGKILL every worker (what they were given stays in the spool); returns
+        the shards that were still running."""
+        self._stopping_soon.set()
+        killed = []
+        # Without the lock: this runs in a signal handler, possibly on a thread holding it.
+        workers = list(self._workers)
+        for worker in workers:
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError, ValueError):
+                    worker.process.kill()
+                killed.append(worker.shard)
+        return killed
 
     def _spawn(self, shard: int, generation: int) -> _Worker:
         inbox = self._context.Queue()
         outbox = self._context.Queue()
+        drain_until = self._context.Value("d", 0.0, lock=False)
         process = self._context.Process(
             target=worker_main,
-            args=(shard, self.factory, inbox, outbox, os.getpid()),
+            args=(shard, self.factory, inbox, outbox, os.getpid(), drain_until),
             name=f"mast-otel-worker-{shard}",
             daemon=True,
         )
         process.start()
-        worker = _Worker(shard, generation, process, inbox, outbox)
+        worker = _Worker(shard, generation, process, inbox, outbox, drain_until)
         threading.Thread(
             target=self._collect, args=(worker,), name=f"worker-{shard}-results", daemon=True
         ).start()
@@ -167,10 +205,13 @@ class WorkerPool:
     def stop(self) -> dict[int, Any]:
         """Drain every worker and return what each handler's `close()` returned."""
         self._stopping.set()
+        drain = self.config.drain_s
         with self._lock:
             workers = list(self._workers)
             for worker in workers:
                 if not worker.failed:
+                    if drain is not None:
+                        worker.drain_until.value = time.time() + drain
                     worker.inbox.put(STOP)
         deadline = time.monotonic() + self.config.stop_timeout_s
         results: dict[int, Any] = {}
@@ -181,7 +222,8 @@ class WorkerPool:
                 results[worker.shard] = worker.result
             worker.process.join(max(0.1, deadline - time.monotonic()))
             if worker.process.is_alive():
-                worker.process.terminate()
+                # SIGKILL: a worker does not act on SIGTERM.
+                worker.process.kill()
                 worker.process.join(5)
                 self.stats.terminated_on_stop += 1
                 log.error("worker %d did not drain in time; terminated", worker.shard)
@@ -328,7 +370,22 @@ class WorkerPool:
                 return
             for worker in live:
                 if worker.process.sentinel in exited:
-                    self._restart(worker)
+                    if self._stopping_soon.is_set():
+                        self._died_while_stopping(worker)
+                    else:
+                        self._restart(worker)
+
+    def _died_while_stopping(self, dead: _Worker) -> None:
+        """No restart once a stop has begun: what the worker held stays in the spool."""
+        log.error(
+            "worker %d died during the stop (exit code %s): not started again; what it held "
+            "stays in the spool for the next start",
+            dead.shard,
+            dead.process.exitcode,
+        )
+        dead.inbox.cancel_join_thread()
+        with self._lock:
+            dead.failed = True
 
     def _restart(self, dead: _Worker) -> None:
         code = dead.process.exitcode

@@ -20,12 +20,27 @@ A call matching none of these is `UNKNOWN`, which detectors treat as not mutatin
 
 Targets come from structured fields: argument keys that name a resource (`target_keys`, and any
 key ending in a `target_key_suffixes` entry such as `reservation_id`), the paths of a patch and of
-the files a command writes, and the `kind/name` references of a command's argv.
+the files a command writes, and the `kind/name` references of a command's argv. Each call
+gives them twice: as flat names (`Action.targets`) and as `Target`s, a kind, a name and a
+namespace (`Action.refs`; targets.py, resources.py), parsed from what people write
+(`deployment/payments-api -n payments`, `pods -n payments`, a kubectl command line, a
+manifest, a URL, the tables of SQL); `covers` (coverage.py) says whether a read looks at what
+a change changed.
 """
 
 from mast_otel.processors.classify.arguments import mentioned_targets, name_words
 from mast_otel.processors.classify.classifier import Action, ActionClassifier, ActionKind
+from mast_otel.processors.classify.coverage import checks, covers
+from mast_otel.processors.classify.resources import sql_tables
 from mast_otel.processors.classify.shell import split_commands
+from mast_otel.processors.classify.targets import (
+    Target,
+    kube_kind,
+    kubectl_targets,
+    parse_resource,
+    parse_url,
+    prose_targets,
+)
 from mast_otel.processors.classify.vocabulary import (
     DEFAULT_COMMAND_KEYS,
     DEFAULT_MUTATING_PATTERNS,
@@ -59,7 +74,16 @@ __all__ = [
     "ActionClassifier",
     "ActionKind",
     "ClassifierConfig",
+    "Target",
+    "checks",
+    "covers",
+    "kube_kind",
+    "kubectl_targets",
     "mentioned_targets",
     "name_words",
+    "parse_resource",
+    "parse_url",
+    "prose_targets",
     "split_commands",
+    "sql_tables",
 ]

@@ -7,21 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+from mast_otel.processors.classify.targets import prose_targets
+
 _ENVELOPES = frozenset({"inputs", "input", "kwargs", "arguments", "params", "parameters"})
 
 _KUBE_REF = re.compile(r"\b([a-z]+(?:\.[a-z]+)*)/([a-z0-9][a-z0-9.-]*)", re.IGNORECASE)
-_NAMESPACE_FLAG = re.compile(r"(?:-n|--namespace)[=\s]+([a-z0-9][a-z0-9-]*)", re.IGNORECASE)
-_KUBE_KINDS = (
-    r"(?:deployments?|deploy|pods?|po|services?|svc|statefulsets?|sts|daemonsets?|ds|"
-    r"replicasets?|rs|configmaps?|cm|secrets?|nodes?|no|ingress(?:es)?|ing|jobs?|cronjobs?|"
-    r"cj|hpa|horizontalpodautoscalers?|pvc|persistentvolumeclaims?)"
-)
-_KUBE_VERB_TARGET = re.compile(
-    r"\bkubectl\s+(?:-\S+\s+\S+\s+)*(?:rollout\s+)?\w+\s+"
-    + _KUBE_KINDS
-    + r"\s+([a-z0-9][a-z0-9.-]*)",
-    re.IGNORECASE,
-)
 _NAME_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _PATCH_FILE = re.compile(
     r"^\*\*\* (?:Update|Add|Delete) File:\s*(\S.*?)\s*$|^\*\*\* Move to:\s*(\S.*?)\s*$",
@@ -30,11 +20,11 @@ _PATCH_FILE = re.compile(
 
 
 def mentioned_targets(text: str) -> frozenset[str]:
-    """Resources a message names in prose: `deployment/checkout`, `-n shop`."""
-    found = {name.lower() for _, name in _KUBE_REF.findall(text)}
-    found.update(name.lower() for name in _KUBE_VERB_TARGET.findall(text))
-    found.update(namespace.lower() for namespace in _NAMESPACE_FLAG.findall(text))
-    return frozenset(t.rstrip(".-") for t in found if t.rstrip(".-"))
+    """Resources a message names in prose (`deployment/checkout`, a quoted kubectl command,
+    `-n shop`), as flat names: `targets.prose_targets`."""
+    return frozenset(
+        w.rstrip(".-") for t in prose_targets(text) for w in t.words() if w.rstrip(".-")
+    )
 
 
 def name_words(tool_name: str) -> list[str]:

@@ -11,8 +11,6 @@ from functools import lru_cache
 
 from mast_otel.processors.classify.arguments import (
     _KUBE_REF,
-    _KUBE_VERB_TARGET,
-    _NAMESPACE_FLAG,
     _PATCH_FILE,
     _command_value,
     _manifests,
@@ -22,7 +20,13 @@ from mast_otel.processors.classify.arguments import (
     mentioned_targets,
     name_words,
 )
+from mast_otel.processors.classify.resources import (
+    argument_targets,
+    command_targets,
+    manifest_targets,
+)
 from mast_otel.processors.classify.shell import _unwrap_argv, split_commands
+from mast_otel.processors.classify.targets import Target, prose_targets
 from mast_otel.processors.classify.vocabulary import ClassifierConfig
 
 _REDIRECTS = frozenset({">", ">>", "&>", ">|", "&>>"})
@@ -42,7 +46,10 @@ class ActionKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Action:
     kind: ActionKind
+    # The names it acts on (resource names, namespaces, ids, paths), lower-cased.
     targets: frozenset[str]
+    # The same resources structured (kind, name, namespace): what verification compares.
+    refs: frozenset[Target] = frozenset()
 
 
 def _action_word(parsed: object, keys: frozenset[str]) -> str:
@@ -55,6 +62,37 @@ def _action_word(parsed: object, keys: frozenset[str]) -> str:
             if word and len(word) <= 40 and re.fullmatch(r"[a-z][a-z_-]*", word):
                 return word
     return ""
+
+
+def _split_redirects(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A command's words without its redirections, and the files it redirects output to."""
+    words: list[str] = []
+    writes: list[str] = []
+    skip = False
+    for position, token in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if token in _REDIRECTS or (token[:1] == ">" and token not in (">&",)):
+            path = argv[position + 1] if token in _REDIRECTS and position + 1 < len(argv) else ""
+            if token not in _REDIRECTS:
+                path = token.lstrip(">|&")
+            if path and path not in _QUIET_SINKS and not path.startswith("&"):
+                writes.append(path)
+            skip = token in _REDIRECTS
+            continue
+        if token in ("<", "<<", "<<<", "2>&1", ">&2", "1>&2"):
+            skip = token != "2>&1" and token != ">&2" and token != "1>&2"
+            continue
+        if token[:1].isdigit() and token[1:2] == ">":
+            path = token[2:].lstrip(">")
+            if path and path not in _QUIET_SINKS and not path.startswith("&"):
+                writes.append(path)
+            elif not path:
+                skip = True
+            continue
+        words.append(token)
+    return words, writes
 
 
 class ActionClassifier:
@@ -78,6 +116,8 @@ class ActionClassifier:
         self._read_programs = frozenset(p.lower() for p in c.read_programs)
         self._target_keys = frozenset(k.lower() for k in c.target_keys)
         self._target_suffixes = tuple(k.lower() for k in c.target_key_suffixes)
+        self._namespace_keys = tuple(k.lower() for k in c.namespace_keys)
+        self._kind_keys = tuple(k.lower() for k in c.kind_keys)
         self._volatile_keys = frozenset(k.lower() for k in c.volatile_argument_keys)
         self._volatile_result = [re.compile(p) for p in c.volatile_result_patterns]
         # The same calls and results recur within and across runs; several detectors ask.
@@ -147,21 +187,30 @@ class ActionClassifier:
 
     def _classify(self, tool_name: str, arguments: str) -> Action:
         parsed = _parse_json(arguments)
-        targets = self._targets(parsed, arguments)
+        targets, refs = self._targets(parsed, arguments, tool_name)
+
+        def action(
+            kind: ActionKind,
+            more: frozenset[str] = frozenset(),
+            also: frozenset[Target] = frozenset(),
+        ) -> Action:
+            return Action(kind, targets | more, refs | also)
+
         if not tool_name:
             # Not a call but a message (a hand-off's brief): it names its targets only in
             # prose, as `kind/name` references and `kubectl <verb> <kind> <name>`.
-            return Action(ActionKind.UNKNOWN, targets | mentioned_targets(arguments))
+            prose = frozenset(prose_targets(arguments))
+            return action(ActionKind.UNKNOWN, mentioned_targets(arguments), prose)
         lowered = tool_name.strip().lower()
         words = name_words(tool_name)
         if lowered in self._neutral or "_".join(words) in self._neutral:
-            return Action(ActionKind.NEUTRAL, targets)
+            return action(ActionKind.NEUTRAL)
         if self.is_escalation(tool_name):
-            return Action(ActionKind.ESCALATION, targets)
+            return action(ActionKind.ESCALATION)
         if lowered == "apply_patch" or (not words and _PATCH_FILE.search(arguments)):
             patch = _command_value(parsed, ("input", "patch")) if parsed is not None else None
             paths = _patch_paths(patch if isinstance(patch, str) else arguments)
-            return Action(ActionKind.MUTATING, targets | paths)
+            return action(ActionKind.MUTATING, paths, frozenset(Target("", p) for p in paths))
         # The first verb of the name decides; a runner (`shell`, `kubectl_exec`) defers to
         # the command it is given, and without one to the next verb (`kubectl_get`).
         runner = ""
@@ -177,7 +226,7 @@ class ActionClassifier:
                 name_kind = ActionKind.READ
                 break
         if name_kind is not ActionKind.UNKNOWN and not runner:
-            return Action(name_kind, targets)
+            return action(name_kind)
         command = _command_value(parsed, self._command_keys) if parsed is not None else None
         if command is None and parsed is None and runner:
             command = arguments  # a runner given its command line as plain text
@@ -188,29 +237,31 @@ class ActionClassifier:
         elif sub and name_kind is ActionKind.UNKNOWN:
             verb = sub.replace("-", "_").split("_")[0]
             if verb in self._mutating_verbs:
-                return Action(ActionKind.MUTATING, targets)
+                return action(ActionKind.MUTATING)
             if verb in self._read_verbs:
-                return Action(ActionKind.READ, targets)
+                return action(ActionKind.READ)
         if command is not None:
-            kind, command_targets = self._command(command, prefix=runner)
+            kind, command_targets, command_refs = self._command(command, prefix=runner)
             if kind is not ActionKind.UNKNOWN:
-                return Action(kind, targets | command_targets)
+                return action(kind, command_targets, command_refs)
         if name_kind is not ActionKind.UNKNOWN:
-            return Action(name_kind, targets)
+            return action(name_kind)
         if isinstance(parsed, dict):
             method = next(
                 (v for k, v in parsed.items() if str(k).lower() == "method" and isinstance(v, str)),
                 "",
             ).upper()
             if method in ("POST", "PUT", "PATCH", "DELETE"):
-                return Action(ActionKind.MUTATING, targets)
+                return action(ActionKind.MUTATING)
             if method in ("GET", "HEAD"):
-                return Action(ActionKind.READ, targets)
-        return Action(ActionKind.UNKNOWN, targets)
+                return action(ActionKind.READ)
+        return action(ActionKind.UNKNOWN)
 
     # --- commands ---------------------------------------------------------------------------
 
-    def _command(self, command: object, prefix: str = "") -> tuple[ActionKind, frozenset[str]]:
+    def _command(
+        self, command: object, prefix: str = ""
+    ) -> tuple[ActionKind, frozenset[str], frozenset[Target]]:
         """What a command does: the commands of a shell line (or an argv list), each decided
         by its program; any change makes the whole a change."""
         if isinstance(command, list):
@@ -219,9 +270,10 @@ class ActionClassifier:
         elif isinstance(command, str):
             commands = split_commands(command)
         else:
-            return ActionKind.UNKNOWN, frozenset()
+            return ActionKind.UNKNOWN, frozenset(), frozenset()
         kinds: set[ActionKind] = set()
         targets: set[str] = set()
+        refs: set[Target] = set()
         for argv in commands:
             if (
                 prefix
@@ -230,56 +282,31 @@ class ActionClassifier:
                 and (prefix in ("kubectl", "helm", "terraform", "git"))
             ):
                 argv = [prefix, *argv]  # a `kubectl` tool given "get pods"
-            kind, found = self._one_command(argv)
+            words, writes = _split_redirects(argv)
+            structured = command_targets(words)
+            kind, found = self._one_command(words, writes, structured)
             kinds.add(kind)
             targets |= found
-        if ActionKind.MUTATING in kinds:
-            return ActionKind.MUTATING, frozenset(targets)
-        if ActionKind.READ in kinds:
-            return ActionKind.READ, frozenset(targets)
-        return ActionKind.UNKNOWN, frozenset(targets)
+            named = {w for r in structured for w in r.words()}
+            refs |= structured | {Target("", t) for t in found if t not in named}
+        kind = next(
+            (k for k in (ActionKind.MUTATING, ActionKind.READ) if k in kinds), ActionKind.UNKNOWN
+        )
+        return kind, frozenset(targets | {w for r in refs for w in r.words()}), frozenset(refs)
 
-    def _one_command(self, argv: list[str]) -> tuple[ActionKind, set[str]]:
-        targets: set[str] = set()
-        words: list[str] = []
-        writes: list[str] = []
-        skip = False
-        for position, token in enumerate(argv):
-            if skip:
-                skip = False
-                continue
-            if token in _REDIRECTS or (token[:1] == ">" and token not in (">&",)):
-                path = (
-                    argv[position + 1] if token in _REDIRECTS and position + 1 < len(argv) else ""
-                )
-                if token not in _REDIRECTS:
-                    path = token.lstrip(">|&")
-                if path and path not in _QUIET_SINKS and not path.startswith("&"):
-                    writes.append(path)
-                skip = token in _REDIRECTS
-                continue
-            if token in ("<", "<<", "<<<", "2>&1", ">&2", "1>&2"):
-                skip = token != "2>&1" and token != ">&2" and token != "1>&2"
-                continue
-            if token[:1].isdigit() and token[1:2] == ">":
-                path = token[2:].lstrip(">")
-                if path and path not in _QUIET_SINKS and not path.startswith("&"):
-                    writes.append(path)
-                elif not path:
-                    skip = True
-                continue
-            words.append(token)
+    def _one_command(
+        self, words: list[str], writes: list[str], structured: set[Target]
+    ) -> tuple[ActionKind, set[str]]:
+        """What one command does (its argv without redirects, the files it redirects to) and
+        the names it gives; `structured` are the resources `command_targets` read in it."""
+        targets: set[str] = {w for r in structured for w in r.words()}
         targets.update(_path_target(p) for p in writes)
         if not words:
             return (ActionKind.MUTATING if writes else ActionKind.UNKNOWN), targets
         program = words[0].rsplit("/", 1)[-1].lower()
         line = " ".join(words)
-        for _, name in _KUBE_REF.findall(line) if program in ("kubectl", "helm") else ():
+        for _, name in _KUBE_REF.findall(line) if program == "helm" else ():
             targets.add(name.lower())
-        for name in _KUBE_VERB_TARGET.findall(line):
-            targets.add(name.lower())
-        for namespace in _NAMESPACE_FLAG.findall(line) if program == "kubectl" else ():
-            targets.add(namespace.lower())
         args = [w for w in words[1:] if not w.startswith("-")]
         if writes:
             return ActionKind.MUTATING, targets
@@ -309,33 +336,33 @@ class ActionClassifier:
 
     # --- targets ----------------------------------------------------------------------------
 
-    def _targets(self, parsed: object, arguments: str) -> frozenset[str]:
+    def _targets(
+        self, parsed: object, arguments: str, tool_name: str = ""
+    ) -> tuple[frozenset[str], frozenset[Target]]:
         targets: set[str] = set()
+        refs: set[Target] = set()
         # A Kubernetes manifest names its target in `kind` / `metadata`; its `apiVersion`
         # (`apps/v1`) looks like a `kind/name` reference and names nothing.
         manifests = _manifests(parsed if parsed is not None else arguments)
         for document in manifests:
-            metadata = document.get("metadata")
-            if isinstance(metadata, dict):
-                for key in ("name", "namespace"):
-                    value = metadata.get(key)
-                    if isinstance(value, str) and value.strip():
-                        targets.add(value.strip().lower())
+            flat, found_refs = manifest_targets(document)
+            targets |= flat
+            refs |= found_refs
         if isinstance(parsed, dict) and not (manifests and manifests[0] is parsed):
-            for key, value in parsed.items():
-                lowered = str(key).lower()
-                if (
-                    lowered in self._target_keys
-                    or lowered == "id"
-                    or lowered.endswith(self._target_suffixes)
-                ):
-                    for item in value if isinstance(value, list) else [value]:
-                        if isinstance(item, str | int) and not isinstance(item, bool):
-                            name = str(item).strip().lower()
-                            if name and len(name) <= 256:
-                                targets.add(name.rsplit("/", 1)[-1] if "/" in name else name)
+            flat, found_refs = argument_targets(
+                parsed,
+                tool_name,
+                self._target_keys,
+                self._target_suffixes,
+                self._namespace_keys,
+                self._kind_keys,
+            )
+            targets |= flat
+            refs |= found_refs
         # A name at the end of a sentence keeps its full stop out ("deployment/checkout.").
-        return frozenset(t.rstrip(".-") for t in targets if t.rstrip(".-"))
+        return frozenset(t.rstrip(".-") for t in targets if t.rstrip(".-")), frozenset(
+            r for r in refs if r.name or r.kind or r.namespace
+        )
 
     def _canonical_call(self, tool_name: str, arguments: str) -> str:
         """The call with argument key order, whitespace and volatile fields removed, so that

@@ -27,7 +27,7 @@ DEFAULT_MUTATING_PATTERNS: tuple[str, ...] = (
 
 DEFAULT_READ_PATTERNS: tuple[str, ...] = (
     r"\bkubectl\s+(?:-\S+\s+\S+\s+)*(?:get|describe|logs|top|explain|events|api-resources|"
-    r"version|auth\s+can-i)\b",
+    r"version|wait|auth\s+can-i)\b",
     r"\bkubectl\s+(?:-\S+\s+\S+\s+)*rollout\s+(?:status|history)\b",
     r"\bhelm\s+(?:list|status|get|history)\b",
     r"\bterraform\s+(?:plan|show|state\s+list)\b",
@@ -104,6 +104,8 @@ DEFAULT_READ_PROGRAMS: tuple[str, ...] = (
 # Argument keys whose values name the resource a call acts on.
 DEFAULT_TARGET_KEYS: tuple[str, ...] = (
     "name",
+    "resource",
+    "resources",
     "resource_name",
     "target",
     "deployment",
@@ -123,6 +125,14 @@ DEFAULT_TARGET_KEYS: tuple[str, ...] = (
     "alert",
     "alertname",
 )
+
+# Argument keys holding a namespace, in order of preference.
+DEFAULT_NAMESPACE_KEYS: tuple[str, ...] = ("namespace", "ns", "namespace_name", "k8s_namespace")
+# Argument keys holding a kind (`{"kind": "Deployment", "name": "x"}`), in order of preference.
+DEFAULT_KIND_KEYS: tuple[str, ...] = (
+    "kind", "resource_type", "resourcetype", "resource_kind", "resourcekind", "type",
+    "object_type", "objecttype",
+)  # fmt: skip
 
 
 @dataclass
@@ -161,6 +171,12 @@ class ClassifierConfig:
     target_keys: list[str] = field(default_factory=lambda: list(DEFAULT_TARGET_KEYS))
     # Endings of argument keys whose values name the resource (`reservation_id`, `ticket_ids`).
     target_key_suffixes: list[str] = field(default_factory=lambda: ["_id", "_ids", "id"])
+    # Argument keys holding the namespace of the resource the other keys name (`{"deployment":
+    # "x", "namespace": "y"}`); the first present is read.
+    namespace_keys: list[str] = field(default_factory=lambda: list(DEFAULT_NAMESPACE_KEYS))
+    # Argument keys holding the kind of the resource the name keys name (`{"kind":
+    # "Deployment", "name": "x"}`); any value of `kind`, a Kubernetes kind of the others.
+    kind_keys: list[str] = field(default_factory=lambda: list(DEFAULT_KIND_KEYS))
     # Argument keys whose values change between otherwise identical calls (ids, clocks).
     volatile_argument_keys: list[str] = field(
         default_factory=lambda: [
@@ -206,6 +222,8 @@ class ClassifierConfig:
             "read_programs",
             "target_keys",
             "target_key_suffixes",
+            "namespace_keys",
+            "kind_keys",
         ):
             for word in getattr(self, key):
                 if not isinstance(word, str) or not word.strip():

@@ -3,7 +3,9 @@
 Rule `unverified_change`: a successful mutating call (a tool whose name says it changes
 something, a command that writes, as `classification` decides) is not followed, before the run
 ends, by a successful read-only call on the same resource: one whose arguments name a resource
-the change named (a reservation id, a deployment, a file), or, when the read names nothing, a
+the change named (a reservation id, a deployment, a file; compared as structured targets by
+`classify.covers`: the same resource in a namespace that agrees, a pod of the changed workload,
+a listing of its kind or of its pods in its namespace), or, when the read names nothing, a
 tool whose name says it checks the system (alerts, health, status: `check_tool_pattern`).
 When the run did read other resources after the change and then declared success, the check
 looked in the wrong place: that is incorrect verification (FM-3.3), reported there instead.

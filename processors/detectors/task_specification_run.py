@@ -138,7 +138,8 @@ class TaskSpecificationRun(DetectorRun):
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         policy = self._policy(run)
         findings: list[Finding] = []
-        self.steps += 1
+        if step.kind is not _HUMAN:  # a user's turn is not a step the agent took
+            self.steps += 1
         self.tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
         if policy.max_steps or policy.max_tokens or policy.max_seconds:
             findings.extend(self._budgets(step, run, policy))

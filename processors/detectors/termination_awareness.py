@@ -9,8 +9,9 @@ Rules:
   than calling a tool, with no user turn after it) and then kept calling tools itself; a
   text-only turn the user or another agent answers is a turn of the conversation, not the
   final answer;
-- `calls_after_success`: a check after a change already showed the resource healthy, and the
-  agent made `calls_after_success` more tool calls regardless, before the user spoke again;
+- `calls_after_success`: a check after a change (a read of the changed resource, as FM-3.2
+  counts one: `classify.covers`) already showed the resource healthy, and the agent made
+  `calls_after_success` more tool calls regardless, before the user spoke again;
 - `ended_in_loop`: the run's last `final_loop_length` tool calls were one call repeated with
   the same result: it stopped because something else stopped it, not because it was done;
 - `ended_mid_work`: the run's last step is a tool call (not an escalation to a person, not a
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mast_otel.processors import conventions
-from mast_otel.processors.classify import ActionKind
+from mast_otel.processors.classify import ActionKind, Target, checks
 from mast_otel.processors.detectors.base import Detector, DetectorFactory
 from mast_otel.processors.detectors.signals import Health, is_final_answer
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
@@ -103,7 +104,7 @@ class _TerminationRun(DetectorRun):
         self.final_answer: dict[str, Step] = {}  # agent → its final answer
         # Per agent, its calls after its final answer, up to the number that is reported.
         self.after_final: dict[str, list[StepRef]] = {}
-        self.changed_targets: frozenset[str] = frozenset()
+        self.changed_targets: frozenset[Target] = frozenset()
         self.healthy_check: StepRef | None = None
         # Calls after a healthy check, up to the number that is reported.
         self.after_success: list[StepRef] = []
@@ -204,7 +205,7 @@ class _TerminationRun(DetectorRun):
                     )
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING and not step.failed:
-            self.changed_targets = action.targets
+            self.changed_targets = action.refs
             self.healthy_check = None
             self.after_success = []
         elif self.healthy_check is not None:
@@ -229,7 +230,7 @@ class _TerminationRun(DetectorRun):
         elif (
             self.changed_targets
             and action.kind is _READ
-            and action.targets & self.changed_targets
+            and checks(self.changed_targets, action.refs)
             and self.detector.signals.health(step.tool_result) is _HEALTHY
         ):
             self.healthy_check = ref

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.classify import ActionClassifier, ActionKind, Target, checks
 from mast_otel.processors.detectors.base import json_doc
 from mast_otel.processors.detectors.signals import Signals, is_final_answer
 from mast_otel.processors.model import Step, StepKind, StepRef
@@ -46,6 +46,7 @@ class Change:
     # Its arguments (the text a finding about it quotes) and the resources they name.
     arguments: str
     targets: frozenset[str]
+    refs: frozenset[Target] = frozenset()
     # How many reads on its targets followed, and the latest of them.
     checks: int = 0
     last_check: Read | None = None
@@ -81,7 +82,9 @@ class ChangeLedger:
         self.final_answer = None
         action = self.classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING:
-            self.changes.append(Change(run.ref(step), step.tool_arguments, action.targets))
+            self.changes.append(
+                Change(run.ref(step), step.tool_arguments, action.targets, action.refs)
+            )
             if len(self.changes) > self.max_changes:
                 self.changes.pop(0)
                 self.dropped += 1
@@ -102,7 +105,10 @@ class ChangeLedger:
         )
         read = Read(run.ref(step), step.tool_result, action.targets)
         for change in self.changes:
-            if generic or not change.targets or change.targets & action.targets:
+            # The read names what the change changed (`targets.covers`: the same resource in
+            # a namespace that agrees, a pod of the changed workload, a listing of its kind
+            # or of its pods in its namespace).
+            if generic or not change.refs or checks(change.refs, action.refs):
                 change.checks += 1
                 change.last_check = read
             else:

@@ -30,6 +30,7 @@ from mast_otel.processors.normalize import (
     span_fields,
 )
 from mast_otel.processors.normalize.handoffs import mark_handoff
+from mast_otel.processors.normalize.tool_status import mark_failed_result
 from mast_otel.processors.normalize.values import MAX_TEXT
 from mast_otel.processors.records import LogRecord, SpanRecord
 
@@ -57,7 +58,7 @@ def normalize_span(record: SpanRecord, max_text: int = MAX_TEXT) -> Step | None:
             step: Step = dialect.to_step(record, max_text=max_text)
         except Exception:
             return _bare_step(record, dialect.DIALECT)
-        return mark_handoff(_plain_apostrophes(step))
+        return mark_failed_result(mark_handoff(_plain_apostrophes(step)))
     return None
 
 

@@ -101,8 +101,9 @@ def build(record: SpanRecord, *, max_text: int = MAX_TEXT, dialect: str = DIALEC
     if step.kind is StepKind.TOOL and events and arguments is None and result is None:
         _tool_from_events(step, events, max_text)
 
-    count, last_user = _inputs(attrs, events)
+    count, last_user, messages = _inputs(attrs, events, max_text)
     step.input_messages = count
+    step.input_history = messages
     step.input_text = values.truncate(last_user, min(max_text, values.INPUT_TEXT_MAX))
 
     text, calls, finish = _outputs(attrs, events, max_text)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mast_otel.processors.model import Step, ToolCallRequest
-from mast_otel.processors.normalize import payloads, values
+from mast_otel.processors.model import InputMessage, Step, ToolCallRequest
+from mast_otel.processors.normalize import history, payloads, values
 from mast_otel.processors.normalize.genai_names import (
     _INPUT_MESSAGE_EVENTS,
     BODY_CONTENT,
@@ -36,38 +36,63 @@ from mast_otel.processors.normalize.values import MAX_TEXT
 # --- input ------------------------------------------------------------------------------------
 
 
-def _inputs(attrs: Mapping[str, Any], events: list[tuple[str, Any]]) -> tuple[int | None, str]:
-    """(number of input messages, last user message text), from the first source present.
+def _inputs(
+    attrs: Mapping[str, Any], events: list[tuple[str, Any]], max_text: int = MAX_TEXT
+) -> tuple[int | None, str, tuple[InputMessage, ...]]:
+    """(number of input messages, last user message text, the messages), from the first source
+    present.
 
     Order: `gen_ai.input.messages` on the span, then on an operation-details event, then the
     per-message events, then the old `gen_ai.prompt` attribute or `gen_ai.content.prompt` event.
     """
     if not events and type(attrs) is dict and INPUT_MESSAGES not in attrs and PROMPT not in attrs:
-        return None, ""  # no source present (tool and agent spans): what the reads below give
+        return None, "", ()  # no source present (tool and agent spans): what the reads below give
     messages = _message_list(attrs.get(INPUT_MESSAGES))
     if messages is None:
         messages = _message_list(_event_value(events, EVENT_OPERATION_DETAILS, INPUT_MESSAGES))
     if messages is not None:
-        return len(messages), _last_user_text(messages)
+        return len(messages), _last_user_text(messages), history.from_messages(messages, max_text)
 
     from_events = [
-        (role, _event_body_text(event_attrs))
+        (role, event_attrs)
         for event, event_attrs in events
         if (role := _INPUT_MESSAGE_EVENTS.get(event)) is not None
     ]
     if from_events:
-        users = [text for role, text in from_events if role == ROLE_USER and text]
-        return len(from_events), users[-1] if users else ""
+        read = [_event_message(role, body, max_text) for role, body in from_events]
+        users = [
+            text
+            for role, body in from_events
+            if role == ROLE_USER and (text := _event_body_text(body))
+        ]
+        return len(from_events), users[-1] if users else "", history.bounded(read)
 
     legacy = values.first(attrs, PROMPT)
     if legacy is None:
         legacy = _event_value(events, EVENT_CONTENT_PROMPT, PROMPT)
     messages = _message_list(legacy)
     if messages is not None:
-        return len(messages), _last_user_text(messages)
+        return len(messages), _last_user_text(messages), history.from_messages(messages, max_text)
     if isinstance(legacy, str):
-        return None, legacy
-    return None, ""
+        return None, legacy, ()
+    return None, "", ()
+
+
+def _event_message(role: str, event_attrs: Mapping[str, Any], max_text: int) -> InputMessage:
+    """One input message from a per-message event (span event or log record body)."""
+    body = _event_body(event_attrs)
+    if role == history.TOOL:
+        text = _event_body_text(event_attrs)
+        if not text:
+            text = values.render(body.get(BODY_CONTENT))
+        call_id = values.name(values.first(body, "id", "tool_call_id"))
+        if not call_id:
+            call_id = values.name(values.first(event_attrs, "id", "tool_call_id"))
+        return history.message(role, text, max_text, call_id)
+    calls: list[ToolCallRequest] = []
+    if role == history.ASSISTANT:
+        calls = payloads.tool_calls_from(body.get(BODY_TOOL_CALLS), max_text)
+    return history.message(role, _event_body_text(event_attrs), max_text, calls=calls)
 
 
 def _message_list(value: object) -> list[Any] | None:
@@ -281,12 +306,15 @@ def apply_message_event(
 ) -> None:
     """What one message event says, added to its span's step: input events count as input
     messages (the last user message is the input text); a choice is the output."""
-    if event in _INPUT_MESSAGE_EVENTS:
+    role = _INPUT_MESSAGE_EVENTS.get(event)
+    if role is not None:
         step.input_messages = (step.input_messages or 0) + 1
-        if _INPUT_MESSAGE_EVENTS[event] == ROLE_USER:
+        read = _event_message(role, body, max_text)
+        if role == ROLE_USER:
             text = _event_body_text(body)
             if text:
                 step.input_text = values.truncate(text, min(max_text, values.INPUT_TEXT_MAX))
+        step.input_history = history.bounded([*step.input_history, read])
         return
     text, calls, finish = _outputs({}, [(event, body)], max_text)
     if text:

@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from mast_otel.processors.model import Step, StepKind, ToolCallRequest
-from mast_otel.processors.normalize import payloads, span_fields, tool_definitions, values
+from mast_otel.processors.normalize import (
+    history,
+    payloads,
+    span_fields,
+    tool_definitions,
+    values,
+)
 from mast_otel.processors.normalize.values import MAX_TEXT
 from mast_otel.processors.records import SpanRecord
 
@@ -58,6 +64,7 @@ MESSAGE_CONTENTS = "message.contents"
 MESSAGE_CONTENT_TYPE = "message_content.type"
 MESSAGE_CONTENT_TEXT = "message_content.text"
 MESSAGE_TOOL_CALLS = "message.tool_calls"
+MESSAGE_TOOL_CALL_ID = "message.tool_call_id"
 MESSAGE_FUNCTION_CALL_NAME = "message.function_call_name"
 MESSAGE_FUNCTION_CALL_ARGUMENTS = "message.function_call_arguments_json"
 TOOL_CALL_FUNCTION_NAME = "tool_call.function.name"
@@ -150,6 +157,14 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         if inputs:
             step.input_messages = len(inputs)
             last_user = _last_user_text(inputs)
+            step.input_history = history.from_indexed(
+                inputs.values(),
+                max_text,
+                role_key=MESSAGE_ROLE,
+                text_of=_message_text,
+                call_id_key=MESSAGE_TOOL_CALL_ID,
+                calls_of=_tool_calls,
+            )
         elif prompts:
             step.input_messages = len(prompts)
             last_user = values.to_str(list(prompts.values())[-1].get(PROMPT_TEXT))

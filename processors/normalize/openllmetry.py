@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mast_otel.processors.model import Step, StepKind, ToolCallRequest
-from mast_otel.processors.normalize import genai, payloads, tool_definitions, values
+from mast_otel.processors.normalize import genai, history, payloads, tool_definitions, values
 from mast_otel.processors.normalize.values import MAX_TEXT
 from mast_otel.processors.records import SpanRecord
 
@@ -42,6 +42,7 @@ FIELD_ROLE = "role"
 FIELD_CONTENT = "content"
 FIELD_FINISH_REASON = "finish_reason"
 FIELD_TOOL_CALLS = "tool_calls"
+FIELD_TOOL_CALL_ID = "tool_call_id"
 FIELD_FUNCTION_CALL = "function_call"
 CALL_NAME = "name"
 CALL_ARGUMENTS = "arguments"
@@ -124,6 +125,14 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
     if prompts:
         step.input_messages = len(prompts)
         step.input_text = values.truncate(_last_user_text(prompts), input_max)
+        step.input_history = history.from_indexed(
+            prompts.values(),
+            max_text,
+            role_key=FIELD_ROLE,
+            text_of=_prompt_text,
+            call_id_key=FIELD_TOOL_CALL_ID,
+            calls_of=_calls,
+        )
     if completions:
         texts = [_content(completion.get(FIELD_CONTENT)) for completion in completions.values()]
         step.output_text = values.truncate("\n".join(t for t in texts if t), max_text)
@@ -146,6 +155,10 @@ def _content(value: object) -> str:
     parsed = values.parse_json(value) if isinstance(value, str) else None
     text = payloads.content_text(parsed) if parsed is not None else ""
     return text or payloads.content_text(value)
+
+
+def _prompt_text(prompt: Mapping[str, Any]) -> str:
+    return _content(prompt.get(FIELD_CONTENT))
 
 
 def _last_user_text(prompts: dict[int, dict[str, Any]]) -> str:

@@ -8,31 +8,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from mast_otel.collector.analyze import analyze_files
 from mast_otel.collector.config import load_config
 from mast_otel.collector.importers import chat
 from mast_otel.processors.model import Finding
+from tests.corpora import tau_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tau() -> Path | None:
-    for folder in [ROOT, *ROOT.parents]:
-        candidate = folder.parent / "shared/data/tau-bench/gpt-4o-airline.json"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-TAU = _tau()
-needs_tau = pytest.mark.skipif(TAU is None, reason="../shared/data is absent")
+TAU = tau_file()
 
 
 @lru_cache(maxsize=1)
 def tau_runs() -> list[dict[str, Any]]:
-    assert TAU is not None
     runs: list[dict[str, Any]] = json.loads(TAU.read_text())
     return runs
 
@@ -40,7 +29,6 @@ def tau_runs() -> list[dict[str, Any]]:
 @lru_cache(maxsize=1)
 def _all_findings() -> dict[int, list[Finding]]:
     """Every finding of every tau-bench run, by the run's index in the file."""
-    assert TAU is not None
     index = {run.trace_id: i for i, run in enumerate(chat.runs(str(TAU)))}
     out: dict[int, list[Finding]] = {i: [] for i in index.values()}
     for finding in analyze_files(load_config(None), [str(TAU)]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import TASK, RunBuilder, analyse, rules
 
 
@@ -70,7 +70,6 @@ def test_fm22_a_set_of_items_of_one_kind_is_no_choice():
     assert rules(run.steps, mode="FM-2.2") == []
 
 
-@needs_tau
 def test_fm22_on_real_runs():
     # run 69: the user asks to add a bag; the agent charges credit_card_8003957, one of three
     # cards in the profile, without asking which
@@ -134,7 +133,6 @@ def test_fm22_the_user_naming_the_only_one_of_its_kind_or_the_rule_off_is_silent
     assert [f for f in found if f.mode == "FM-2.2"] == []
 
 
-@needs_tau
 def test_fm22_real_run_charges_the_only_credit_card_among_certificates_and_a_gift_card():
     # Run 183 charges credit_card_4196779 for an upgrade; the profile also holds two
     # certificates and a gift card, and nobody asked which (labelled FM-2.2 at message 38).
@@ -215,7 +213,6 @@ def _keyed_refund_told(agent_said: str, user_turn: str, wallet: str = KEYED_WALL
     return run
 
 
-@needs_tau
 def test_fm22_real_run_paying_a_flight_change_with_the_only_allowed_kind_is_silent():
     # Run 56 pays a flight change with gift_card_8887175; the profile's other method is a
     # certificate, which the policy's "if the flights are changed, the user needs to provide
@@ -294,7 +291,6 @@ def test_fm22_a_refused_change_with_a_count_spoken_of_is_silent():
     assert rules(run.steps, mode="FM-2.2") == []
 
 
-@needs_tau
 def test_fm22_real_run_guesses_bags_in_bookings_that_fail():
     # Run 196 books total_baggages=3 three times, each refused because the payment does not
     # add up; nobody spoke of bags (labelled FM-2.2: "later books total_baggages=3 without
@@ -303,7 +299,6 @@ def test_fm22_real_run_guesses_bags_in_bookings_that_fail():
     assert len(found) == 1 and "total_baggages=3" in found[0].message
 
 
-@needs_tau
 def test_fm22_real_run_books_bags_nobody_spoke_of():
     # Run 0 books total_baggages=3 although neither the agent nor the user ever spoke of bags
     # (labelled FM-2.2 at message 20).
@@ -362,7 +357,6 @@ def test_fm22_a_record_s_own_value_the_change_left_as_it_was_is_no_pick():
     assert rules(free, config, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
 
 
-@needs_tau
 def test_fm22_real_runs_keeping_the_reservation_s_own_payment():
     # Run 73: the user says "I'll use the original form of payment"; the agent pays with
     # gift_card_6941833, the one reservation HXDUBJ was paid with: silent.
@@ -410,7 +404,6 @@ def test_fm22_a_choice_the_later_results_show_was_the_only_one_is_silent():
     assert rules(named, mode="FM-2.2") == []
 
 
-@needs_tau
 def test_fm22_real_run_pays_before_reading_the_profile():
     # Run 184 charges credit_card_2408938 for an upgrade at message 14 and reads the profile,
     # which holds a second credit card, only at message 20 (labelled FM-2.2 at message 14).

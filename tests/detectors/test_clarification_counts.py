@@ -5,7 +5,7 @@ nothing to the user. Where it fires, and its near misses, which must stay silent
 from __future__ import annotations
 
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 
@@ -47,7 +47,6 @@ def test_fm22_a_count_the_agent_asked_about_or_the_user_gave_is_silent():
         assert rules(steps, mode="FM-2.2") == []
 
 
-@needs_tau
 def test_fm22_real_run_books_the_bag_allowance_it_stated():
     # Run 61: the agent's summary states "Checked Bag Allowance: 2 free checked bags" (10),
     # the user never speaks of bags, and book_reservation sets total_baggages=2 (labelled

@@ -4,7 +4,7 @@ agent's proposal to keep it, as when the user asked for it."""
 from __future__ import annotations
 
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, rules
 
 WALLET = (
@@ -49,7 +49,6 @@ def test_fm22_a_yes_to_the_agent_s_proposal_to_keep_the_booking_s_card_is_no_pic
     assert rules(late, mode="FM-2.2") == [("FM-2.2", "unasked_choice")]
 
 
-@needs_tau
 def test_fm22_real_run_the_user_says_yes_to_the_original_payment_method():
     # Run 69: "Your original payment method will be used for any additional charges or
     # refunds. Please confirm..." and the user says yes: the flight change on VA5SGQ's own

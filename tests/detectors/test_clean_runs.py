@@ -128,3 +128,25 @@ def test_more_calls_after_a_healthy_check_with_no_user_turn_are_still_calls_afte
     report = messages.index(_message(run, "Rolled back and verified"))
     del messages[report : report + 2]  # the report and the user's "yes page them"
     assert ("FM-1.5", "calls_after_success") in _rules(run)
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        "deploy payments-api --namespace=payments-staging",  # the same name, another namespace
+        "deployment/orders-api -n payments-prod",  # another deployment, the same namespace
+        "pods -n payments-staging",  # another namespace's pods
+    ],
+)
+def test_checks_of_another_resource_after_the_restart_are_still_the_wrong_target(elsewhere: str):
+    # The clean run checks `deploy payments-api --namespace=payments-prod` and `pods -n
+    # payments-prod` after restarting `deployment/payments-api` in payments-prod; here both
+    # checks look elsewhere.
+    run = _run("sre_restart_freeform")
+    messages = run["messages"]
+    restart = next(i for i, m in enumerate(messages) if m.get("content") == "confirm") + 1
+    for message in messages[restart + 2 :]:
+        for call in message.get("tool_calls") or ():
+            call["function"]["arguments"] = json.dumps({"resource": elsewhere})
+    found = _rules(run)
+    assert ("FM-3.3", "wrong_target") in found and ("FM-3.2", "unverified_change") not in found

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from mast_otel.processors.model import Finding
-from tests.detectors.real_runs import all_tau_findings, needs_tau, tau_runs
+from tests.detectors.real_runs import all_tau_findings, tau_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,7 +75,6 @@ def test_the_check_itself_catches_meaningless_targets():
     assert problems("the model told $1,310 ('balance is $1,310')") == []
 
 
-@needs_tau
 def test_every_finding_on_the_real_runs_names_something_of_its_run():
     runs = tau_runs()
     findings = all_tau_findings()

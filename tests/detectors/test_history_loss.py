@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import codex_findings
 from tests.steps import GET_PODS, PODS_BAD, RunBuilder, analyse, modes, only
 
@@ -227,7 +227,6 @@ def test_fm14_a_reread_of_what_a_change_touched_is_a_check():
     assert only(analyse(_ticket_desk(named).steps)[0], "FM-1.4") == []
 
 
-@needs_tau
 def test_fm14_real_run_searches_again_after_cancelling_another_reservation():
     # Run 33 searches MSP-EWR on 2024-05-25 at message 22 and again at 54, as if new; the
     # cancellation of S61CZX in between touched no flight the search names.

@@ -12,7 +12,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules
 
@@ -95,7 +95,6 @@ def test_fm33_success_after_a_retry_that_worked_or_an_honest_report_is_silent():
     assert rules([*run.steps, run.root()], mode="FM-3.3") == []
 
 
-@needs_tau
 def test_fm33_on_real_runs():
     # run 24: the user gave yara_garcia_1905@gmail.com; the profile read back holds
     # yara.garcia6882@example.com and the agent says it found the user's profile
@@ -161,7 +160,6 @@ def test_fm33_past_record_rule_is_configured_and_checked():
         IncorrectVerificationConfig(past_window_days=0).validate()
 
 
-@needs_tau
 def test_fm33_real_run_cancels_a_reservation_already_flown():
     # Run 27 reads NQNU5R (flights on 2024-05-13 and 14; the instructions say the current time
     # is 2024-05-15) and cancels it (labelled FM-3.3).

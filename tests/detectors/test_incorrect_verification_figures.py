@@ -13,7 +13,7 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from mast_otel.processors.detectors.incorrect_verification_figures import figures
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 
@@ -122,7 +122,6 @@ def test_figures_and_settings():
         IncorrectVerificationConfig(covers_pattern="(").validate()
 
 
-@needs_tau
 def test_real_runs():
     # Run 0 computes 152 + 103 = 255 for the flights and pays 255; the booking is rejected:
     # "total price is 305, but paid 255" (a non-free bag it added itself; labelled FM-3.3).

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 
@@ -93,7 +93,6 @@ def test_a_yes_or_no_field_is_no_other_value_and_the_rule_can_be_off():
     assert _fm33([_desk(said)], config) == []
 
 
-@needs_tau
 def test_real_runs():
     # Runs 40 and 190: the user says "As a Gold member"; get_user_details shows membership
     # "regular"; the agent grants compensation "since you are a Gold member" (labelled FM-3.3).

@@ -12,7 +12,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 TODAY = "The current date is 2025-03-10."
@@ -99,7 +99,6 @@ def test_the_rule_can_be_turned_off_and_its_pattern_is_checked():
         IncorrectVerificationConfig(past_error_excuse_pattern="(").validate()
 
 
-@needs_tau
 def test_real_runs():
     # Runs 13, 63 and 163 try to keep HAT030 on 2024-05-13 in an update (the current time is
     # 2024-05-15) and tell the user the flight is not available, offering alternatives on that

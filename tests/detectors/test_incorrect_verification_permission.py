@@ -13,7 +13,7 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from mast_otel.processors.detectors.permission_text import contradicts, permissions, refusals
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 POLICY = (
@@ -118,7 +118,6 @@ def test_the_rule_can_be_turned_off_and_its_synonyms_are_checked() -> None:
         IncorrectVerificationConfig(permission_verb_synonyms=["Change it"]).validate()
 
 
-@needs_tau
 def test_real_runs() -> None:
     # Runs 93 and 193 tell the user basic economy passenger names cannot be changed; run 154
     # that basic economy "cannot be modified to change passengers"; run 4 that "changing the

@@ -12,7 +12,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 # Two drills, each sold in two sizes; the 18V kit of DR-450 is sold out.
@@ -134,7 +134,6 @@ def test_settings():
         IncorrectVerificationConfig(unavailable_said_pattern="(").validate()
 
 
-@needs_tau
 def test_real_runs():
     # Run 169 lists HAT088 at "Economy Price: $179" though its search showed 0 economy seats;
     # run 3 quotes HAT229 "Economy ($109)" (0 economy seats); run 103 totals HAT229 and

@@ -13,7 +13,7 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
 from mast_otel.processors.detectors.incorrect_verification_window import own_dates
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 
@@ -99,7 +99,6 @@ def test_own_dates_and_settings():
         IncorrectVerificationConfig(window_claim_pattern=r"within (\d+) days").validate()
 
 
-@needs_tau
 def test_real_runs():
     # Run 75 reads M20IZO (created 2024-05-12; the current time is 2024-05-15) and says it is
     # within the 24-hour cancellation window (labelled FM-3.3).
@@ -153,7 +152,6 @@ def test_in_a_message_naming_several_records_each_sentence_speaks_of_its_own():
     assert _fm33([_two_orders(right)]) == []
 
 
-@needs_tau
 def test_real_runs_claims_in_the_scratchpad_and_in_a_list_of_records():
     # Run 184 thinks "59XX6W ... created on 2024-05-12, which is within the 24-hour
     # cancellation window" (the current time is 2024-05-15); run 34 says the same of 59XX6W

@@ -8,12 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from tests.imported import codex_findings, tau_file, tau_findings
+from tests.imported import codex_findings, tau_findings
 from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
-
-needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_a_change_never_checked_is_missing_verification():
@@ -119,7 +115,6 @@ def test_fm32_coding_agent_patch_never_checked():
     assert "apply_patch changed src/cart.py" in findings[0].message
 
 
-@needs_tau
 def test_fm32_tau_bench_cancel_on_an_id_from_the_user_only():
     # Run 141 cancels 3RK2T9 on the user's word, never reading the reservation (labelled).
     # It also told the user the reservation was eligible before reading anything.
@@ -130,7 +125,6 @@ def test_fm32_tau_bench_cancel_on_an_id_from_the_user_only():
     ]
 
 
-@needs_tau
 def test_fm32_tau_bench_booking_returns_its_record():
     # Run 0 books after reading the user and flights; the booking's result is the new
     # reservation record: no finding (labelled clean for FM-3.2).

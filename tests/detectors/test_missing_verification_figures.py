@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mast_otel.collector.config import Config
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.detectors.test_incorrect_verification_figures import _shop
 from tests.imported import findings_of
 
@@ -52,7 +52,6 @@ def test_the_rule_can_be_turned_off():
     assert _found(run, config) == []
 
 
-@needs_tau
 def test_real_run():
     # Run 75 books two passengers paying the $304 the user quoted for one; the booking is
     # rejected: "total price is 608, but paid 304" (labelled FM-3.2).

@@ -15,7 +15,7 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
 from mast_otel.processors.detectors.missing_verification_partial import QueryTools
-from tests.detectors.real_runs import ROOT, needs_tau, tau_findings
+from tests.detectors.real_runs import ROOT, tau_findings
 from tests.imported import findings_of, tau_run, tool_call
 
 QUERY = {"part": "M6 bolt", "region": "eu"}
@@ -232,7 +232,6 @@ def test_settings_and_bounds():
     assert tools.taking("shop", frozenset({"x"})) == {"a"}
 
 
-@needs_tau
 def test_real_runs():
     # Runs 58 and 109 search SFO-SEA with search_onestop_flight only and call a business
     # round trip the cheapest; both searched other legs with both flight tools earlier in the

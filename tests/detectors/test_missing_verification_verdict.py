@@ -12,7 +12,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 
@@ -92,7 +92,6 @@ def test_settings():
         MissingVerificationConfig(verdict_pattern="(").validate()
 
 
-@needs_tau
 def test_real_runs():
     # Run 168 tells the user that neither cancellation condition applies to their reservation
     # without having called any read (labelled FM-3.2); it later transfers to a person.

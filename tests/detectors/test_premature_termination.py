@@ -9,10 +9,8 @@ import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.detectors.premature_termination import PrematureTerminationConfig
-from tests.imported import tau_file, tau_findings
+from tests.imported import tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, only, rules
-
-needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_fm31_required_deliverable():
@@ -111,7 +109,6 @@ def test_fm31_never_looked_anything_up():
     assert rules(run.steps, config, mode="FM-3.1") == []
 
 
-@needs_tau
 def test_fm31_tau_bench_stops_without_looking_up_the_reservation():
     # Run 54: asks for a reservation id the user lacks and never looks the user up (labelled
     # FM-3.1 at message 4); run 0 books and stays silent.
@@ -132,7 +129,6 @@ def test_fm31_a_failure_the_user_was_told_of_before_ending_is_not_premature():
     assert rules(run.steps, mode="FM-3.1") == [("FM-3.1", "after_failed_call")]
 
 
-@needs_tau
 def test_fm31_tau_bench_user_ends_after_a_failed_write():
     # Run 165: the downgrade fails (not enough seats), the agent says so, the user ends.
     assert tau_findings(165, "FM-3.1") == []
@@ -181,7 +177,6 @@ def test_fm31_a_sign_off_or_a_change_made_is_not_parked():
     assert rules(idle.steps, mode="FM-3.1") == [("FM-3.1", "parked_on_user")]
 
 
-@needs_tau
 def test_fm31_tau_bench_ends_waiting_for_a_reservation_id_it_had_listed():
     # Run 105: lists four reservation ids (6), reads only UM3OG5, and ends "Feel free to
     # reach out whenever you have the reservation ID" with nothing changed (labelled at 14).
@@ -242,7 +237,6 @@ def test_fm31_refusal_pattern_is_checked():
         PrematureTerminationConfig(refusal_pattern="(").validate()
 
 
-@needs_tau
 def test_fm31_tau_bench_refuses_balances_its_profile_read_returns():
     # Run 109: "I'm unable to provide information about your gift card balances" (2) and the
     # certificate balances (4); get_user_details returns both at 9 (labelled FM-3.1 at 2).

@@ -14,7 +14,7 @@ from mast_otel.processors.detectors.reasoning_common import (
     list_totals,
     numbers,
 )
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, rules
 
 
@@ -139,7 +139,6 @@ def test_fm26_numbers_are_compared_as_numbers():
     assert list_totals("not json [") == set()
 
 
-@needs_tau
 def test_fm26_on_real_runs():
     # run 3 tells the user "one checked bag has been added"; only update_reservation_flights
     # succeeded, no baggage change was ever made. Run 6 says what it did.
@@ -199,7 +198,6 @@ def test_fm26_a_calculation_with_a_number_nothing_gave():
     assert rules([*fine.steps, root], mode="FM-2.6") == []
 
 
-@needs_tau
 def test_fm26_a_made_up_multiplier_on_a_real_run():
     # run 114 quotes a business upgrade from calculate("498 * 1.5"): 1.5 comes from nowhere
     found = [f for f in tau_findings(114, "FM-2.6") if f.rule == "unsupported_operand"]
@@ -220,7 +218,6 @@ def test_fm26_a_summary_list_item_claiming_a_change_not_made():
     assert "OPS-12 created" in findings[0].message
 
 
-@needs_tau
 def test_fm26_a_summary_claiming_a_bag_never_added_on_a_real_run():
     # run 153 ends "- **Checked Bag:** 1 checked bag added"; no baggage update was ever made
     found = [f for f in tau_findings(153, "FM-2.6") if f.rule == "claimed_unperformed_action"]
@@ -284,7 +281,6 @@ def test_fm26_report_rule_is_configured_and_checked():
         ReasoningActionConfig(charge_statement_pattern="(").validate()
 
 
-@needs_tau
 def test_fm26_real_run_reports_the_planned_charge_not_the_one_made():
     # Run 117 tells the user $495 was charged; the update's result adds a payment of $1302
     # (labelled FM-2.6 at message 26).

@@ -9,7 +9,7 @@ import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse
 
 # --- a report of a change that its result belies, field by field ------------------------------
@@ -109,7 +109,6 @@ def test_fm26_a_report_of_a_change_to_a_value_the_result_does_not_show():
         ReasoningActionConfig(changed_to_pattern="(").validate()
 
 
-@needs_tau
 def test_fm26_real_runs_report_a_cabin_the_update_result_does_not_show():
     # Run 72: the update asked cabin economy, its result shows basic_economy, the model
     # reports "Cabin Class: Economy" (labelled FM-2.6 at message 36). Run 123: the update
@@ -157,7 +156,6 @@ def test_fm26_a_change_as_announced_or_naming_both_values_is_silent():
     assert _reassign("Shall I reassign T-31?") == []
 
 
-@needs_tau
 def test_fm26_real_run_naming_both_cabins_before_the_update_is_no_broken_promise():
     # Run 123 says the outgoing leg goes to business and the return stays in economy, and
     # sets cabin economy: the message names the value the call set, so this rule is silent.
@@ -196,7 +194,6 @@ def test_fm26_a_bundle_priced_in_full_in_parts_or_a_list_of_hits_is_silent():
     assert _shop("CAM-100 and CAM-200 are in stock; the cheaper is $240.", _HITS) == []
 
 
-@needs_tau
 def test_fm26_real_run_prices_a_connection_at_its_first_leg():
     # Run 75 lists "HAT069 (JFK to SEA) & HAT011 (SEA to SFO) - Price: $123", HAT069's fare
     # alone (labelled FM-2.6 at message 20); the connection costs $300.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 EXPRESSION = "(129 - 89) + (74 - 45) + 15 * 2"
@@ -75,7 +75,6 @@ def test_a_negative_result_told_as_its_amount_and_settings():
     assert _rule([_shop(told)], config) == []
 
 
-@needs_tau
 def test_real_run():
     # Run 73 calculates (282 - 177) + (346 - 146) + (443 - 180) + 50 * 2 = 668, then tells
     # the user a cost difference of $368 (labelled FM-2.6).

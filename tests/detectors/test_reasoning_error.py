@@ -12,7 +12,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 
 ERROR = "Error: amount due is 184.50, but paid 160.00"
@@ -95,7 +95,6 @@ def test_the_pattern_needs_its_groups():
     assert _rule([_desk("The correct amount for both seats is $160.00.")], config) == []
 
 
-@needs_tau
 def test_real_runs():
     # Run 196: the booking fails with "total price is 1002, but paid 957"; the model then
     # tells "The correct total, including additional fees, is $1,047" (labelled FM-2.6), and

@@ -7,7 +7,7 @@ import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse
 
 _INVOICES = '{"customer": "c-88", "email": "li@acme.io", "invoices": [{"id": "INV-7", "due": 40}]}'
@@ -71,7 +71,6 @@ def test_fm26_inability_pattern_is_checked():
         ReasoningActionConfig(inability_pattern="(").validate()
 
 
-@needs_tau
 def test_fm26_real_run_says_it_cannot_look_up_reservations_by_user_id_then_does():
     # Run 33: "I'm unable to look up reservations directly using just the user ID" (4), then
     # get_user_details on that user id returns the user's reservations (labelled at 4).

@@ -9,7 +9,7 @@ import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse
 
 _ORDER = '{"order_id": "O-7", "plan": "pro", "payments": [{"method": "card_4", "amount": 90}]}'
@@ -69,7 +69,6 @@ def test_fm26_the_rule_is_off_with_an_empty_pattern():
         ReasoningActionConfig(user_pays_pattern="(").validate()
 
 
-@needs_tau
 def test_fm26_real_run_tells_a_fare_drop_as_an_added_cost():
     # Run 22: calculate returned -114 (the new fare is lower), and the model tells "an
     # additional $114" (labelled FM-2.6 at message 18), then "$114 has been charged" after an

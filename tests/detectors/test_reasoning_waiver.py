@@ -3,7 +3,7 @@ the rule fires, and its near misses, which must stay silent."""
 
 from __future__ import annotations
 
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse
 
 
@@ -37,7 +37,6 @@ def test_fm26_a_waiver_made_or_denied_is_silent():
     assert _library("L-4 is renewed; fees are never waived once the loan is overdue.") == []
 
 
-@needs_tau
 def test_fm26_real_runs_tell_a_fee_waived_that_no_call_waived():
     # Run 69 (labelled at 18): "The change fees have been waived due to your travel insurance",
     # after update_reservation_flights, which waives nothing.

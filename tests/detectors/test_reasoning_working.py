@@ -3,7 +3,7 @@ from supported operands, is supported; a wrong sum or an invented operand is not
 
 from __future__ import annotations
 
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse
 
 _ORDERS = [
@@ -38,7 +38,6 @@ def test_fm26_a_wrong_sum_or_an_invented_operand_supports_nothing():
     assert len(invented) == 1 and "$1,071" in invented[0]
 
 
-@needs_tau
 def test_fm26_real_run_total_from_its_scratchpad_is_supported():
     # Run 34: its think call adds the four reservations' payments ("$402 + $306 + $308 +
     # $16005 = $17021", each read from a reservation) and it tells the user $17,021.

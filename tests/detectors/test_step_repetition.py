@@ -10,10 +10,8 @@ import pytest
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.detectors.step_repetition import StepRepetitionConfig
-from tests.imported import findings_of, tau_file, tau_findings
+from tests.imported import findings_of, tau_findings
 from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
-
-needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_same_call_three_times_with_same_result_is_repetition():
@@ -153,7 +151,6 @@ def test_fm13_the_same_failing_call_twice():
     assert rules(run.steps, mode="FM-1.3") == []
 
 
-@needs_tau
 def test_fm13_tau_bench_payment_retry_loop():
     # Run 3 retries update_reservation_flights on one payment method after another with the
     # same balance error (labelled FM-1.3 at message 52).
@@ -259,7 +256,6 @@ def test_fm13_repeated_request_threshold_is_configured_and_checked():
         StepRepetitionConfig(request_pattern=r"\bticket id\b").validate()
 
 
-@needs_tau
 def test_fm13_tau_bench_agent_asks_for_the_reservation_id_again_and_again():
     # Run 97 asks for the reservation ID at messages 2, 4, 6 and 8, each time right after the
     # user said they do not have it, and the run ends there (labelled FM-1.3).
@@ -321,7 +317,6 @@ def test_the_same_read_again_with_a_new_result_or_after_a_change_is_no_repetitio
     assert only(analyse(same, config)[0], "FM-1.3") == []
 
 
-@needs_tau
 def test_fm13_tau_bench_the_same_search_answering_a_new_request():
     # Run 72: asked at message 21 to look for other nonstop options, the agent re-runs the
     # search_direct_flight EWR-LAX 2024-05-21 of message 14 and gets the same single flight

@@ -8,7 +8,7 @@ from __future__ import annotations
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import FIX, GET_PODS, TASK, RunBuilder, analyse, rules
 
 
@@ -160,7 +160,6 @@ def test_fm11_invalid_policy_pattern_is_a_clear_error():
         raise AssertionError("an invalid pattern was accepted")
 
 
-@needs_tau
 def test_fm11_on_real_runs_of_a_policy_that_requires_an_explicit_yes():
     # run 3: update_reservation_flights after "I want to use the gift card with the smallest
     # balance..." (no yes); run 18: transfer_to_human_agents after "I cannot cancel this
@@ -265,7 +264,6 @@ def test_fm11_an_offer_after_a_request_a_refusal_or_without_the_clause_is_silent
     assert rules(card, mode="FM-1.1") == []
 
 
-@needs_tau
 def test_fm11_real_run_offers_a_certificate_before_the_user_asks():
     # Run 96: the user complains of a delay and asks for nothing; at message 14 the agent
     # offers a certificate as compensation, which the policy allows only on request.
@@ -318,7 +316,6 @@ def test_fm11_prerequisites_obtained_or_not_required_are_silent():
     assert rules(loose, mode="FM-1.1") == []
 
 
-@needs_tau
 def test_fm11_real_run_cancels_without_asking_the_reason():
     # Run 33 cancels S61CZX at message 48; the reason for cancellation, which the policy's
     # "Cancel flight" section says to obtain first, was never asked for nor given.
@@ -378,7 +375,6 @@ def test_fm11_details_named_by_id_alias_or_kind_are_listed():
     assert rules(vague, mode="FM-1.1") == [("FM-1.1", "change_with_unlisted_detail")]
 
 
-@needs_tau
 def test_fm11_real_run_charges_a_card_the_confirmation_never_named():
     # Run 114: the user says "let's just proceed with adding the two checked bags"; the agent
     # charges credit_card_4938634, never named to the user, for $100 of bags.

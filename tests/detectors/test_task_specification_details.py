@@ -8,7 +8,7 @@ from __future__ import annotations
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 SHOP_POLICY = (
@@ -122,7 +122,6 @@ def test_fm11_a_retry_of_the_same_arguments_written_otherwise_is_no_other_change
     assert "prod-eu" in findings[0].message and "retries" in findings[0].message
 
 
-@needs_tau
 def test_fm11_real_runs_details_the_user_s_words_chose():
     def unlisted(index: int) -> list[int]:
         found = tau_findings(index, "FM-1.1")
@@ -147,7 +146,6 @@ def test_fm11_real_runs_details_the_user_s_words_chose():
     assert unlisted(154) == ["payment_id=credit_card_7407366"] * 2
 
 
-@needs_tau
 def test_fm11_real_run_resends_the_same_booking_with_other_spacing():
     # Run 109: the booking of 48 (total_baggages 6 -> 2) is another change; 52, 56 and 60
     # resend 48's arguments, only spaced otherwise: no new retry "with other arguments".

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 HOSTING_POLICY = (
@@ -60,7 +60,6 @@ def test_fm11_an_empty_person_request_pattern_reports_every_escalation_after_a_r
     assert "data-centre migration" in findings[0].message
 
 
-@needs_tau
 def test_fm11_real_runs_escalating_after_the_user_asked_for_a_supervisor():
     # runs 138 and 88: "I cannot process a refund for travel insurance" before any tool was
     # called; the user asks for a supervisor and is transferred: nothing to report
@@ -89,7 +88,6 @@ def test_fm11_a_refusal_that_something_cannot_be_added_then_an_offer_to_escalate
     assert findings == [("FM-1.1", "escalation_offered_after_refusal")]
 
 
-@needs_tau
 def test_fm11_real_run_offers_a_person_for_insurance_it_said_cannot_be_added():
     # run 136: "travel insurance cannot be added after the initial booking" (6), then at 10
     # "I can transfer you to a human agent who might be able to explore other options"
@@ -112,7 +110,6 @@ def test_fm11_a_plan_that_does_not_cover_the_request_then_an_offer_to_escalate()
     assert _fm11(run) == [("FM-1.1", "escalation_offered_after_refusal")]
 
 
-@needs_tau
 def test_fm11_real_run_offers_a_person_after_saying_insurance_does_not_cover_it():
     # run 124: at 24 the insurance "does not cover fees for voluntary changes"; at 26 the
     # agent offers to transfer the user to a human agent to have them waived

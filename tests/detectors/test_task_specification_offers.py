@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mast_otel.processors import conventions
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 SAAS_POLICY = (
@@ -44,7 +44,6 @@ def test_fm11_an_eligibility_the_user_asked_about_or_a_card_is_no_unprompted_off
     assert rules(card, mode="FM-1.1") == []
 
 
-@needs_tau
 def test_fm11_real_run_says_the_user_is_eligible_for_a_certificate_unasked():
     # run 145: the user reports a delay and says they do not know yet whether to change or
     # cancel; at 8 the agent says "you are eligible for a compensation certificate"

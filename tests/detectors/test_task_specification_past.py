@@ -7,7 +7,7 @@ import json
 
 from mast_otel.processors import conventions
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 OPS_POLICY = (
@@ -57,7 +57,6 @@ def test_fm11_a_future_window_stamps_that_are_no_schedule_or_no_stated_time_are_
     assert rules(_windows(PAST, timeless), mode="FM-1.1") == []
 
 
-@needs_tau
 def test_fm11_real_run_cancels_a_trip_already_flown():
     # run 79: 4XGCCM's flights are on 2024-05-03 and 04; the policy's current time is
     # 2024-05-15 and it cancels only trips not flown; cancel_reservation 4XGCCM at 24

@@ -4,7 +4,7 @@ action, then makes that change to it."""
 from __future__ import annotations
 
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 REFUSED = (
@@ -46,7 +46,6 @@ def test_fm11_another_resource_or_another_action_than_the_refused_one_is_silent(
     assert ("FM-1.1", "change_after_own_refusal") not in rules(restart)
 
 
-@needs_tau
 def test_fm11_real_run_cancels_the_reservation_it_said_cannot_be_cancelled():
     # run 84: at 10 "Reservation XEHM4B cannot be canceled as it is a Basic Economy ticket
     # without travel insurance"; at 20 cancel_reservation XEHM4B

@@ -8,7 +8,7 @@ import json
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.task_specification import TaskSpecificationConfig
 from mast_otel.processors.model import Step
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules
 
 SHOP_POLICY = (
@@ -100,7 +100,6 @@ def test_fm11_a_run_where_the_other_side_cancelled_something_is_left_alone():
     assert rules(steps, mode="FM-1.1") == []
 
 
-@needs_tau
 def test_fm11_real_run_cancels_an_economy_trip_booked_days_before_without_insurance():
     # run 25: M20IZO was created 2024-05-12T09:36:29, economy, insurance "no"; the policy's
     # current time is 2024-05-15 15:00 and it allows cancelling within 24 hours of booking,
@@ -129,7 +128,6 @@ def test_fm11_the_resource_s_own_name_is_no_exception_shown():
     assert "order_id" not in shown and "shipping='standard'" in shown
 
 
-@needs_tau
 def test_fm11_real_run_s_exceptions_leave_out_the_reservation_s_own_id():
     # run 81 cancels D1EW9B (basic economy, no insurance, booked 271 h before)
     found = [f for f in tau_findings(81, "FM-1.1") if f.rule == "change_outside_window"]

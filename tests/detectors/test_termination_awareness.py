@@ -9,10 +9,8 @@ import pytest
 
 from mast_otel.processors.detectors.signals import is_final_answer
 from mast_otel.processors.model import StepKind
-from tests.imported import tau_file, tau_findings, tau_steps
+from tests.imported import tau_findings, tau_steps
 from tests.steps import GET_PODS, RunBuilder, analyse, rules
-
-needs_tau = pytest.mark.skipif(tau_file() is None, reason="../shared/data is absent")
 
 
 def test_fm15_limit_error_and_loop_at_the_end():
@@ -62,7 +60,6 @@ def test_fm15_an_empty_user_turn_does_not_reopen_the_conversation():
     assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_final_answer")]
 
 
-@needs_tau
 def test_fm15_tau_bench_conversation_turns_are_not_final_answers():
     # Run 0: the agent lists the booking details and waits ("...confirm..."), the simulated
     # user says yes, and it books: conversation, not calls after a final answer.
@@ -99,7 +96,6 @@ def test_fm15_ending_on_an_escalation_or_an_answer_is_not_cut_off():
     assert rules(run.steps, mode="FM-1.5") == []
 
 
-@needs_tau
 def test_fm15_tau_bench_cut_off_at_the_turn_limit():
     # Run 33 ends on a search_direct_flight result at the turn limit (labelled FM-1.5);
     # run 4 ends on transfer_to_human_agents and stays silent.
@@ -123,6 +119,25 @@ def test_fm15_calls_after_a_healthy_check_are_calls_after_success():
     for command in ("get pods -n shop", "logs deployment/checkout -n shop", "get events -n shop"):
         run.tool("kubectl", {"command": f"kubectl {command}"}, "ok")
     assert rules(run.steps, mode="FM-1.5") == [("FM-1.5", "calls_after_success")]
+
+
+@pytest.mark.parametrize(
+    ("check", "after_success"),
+    [
+        ({"resource": "deploy payments-api --namespace=payments"}, True),
+        ({"resource": "pods -n payments"}, True),
+        ({"resource": "deployment/orders-api -n payments"}, False),  # another deployment
+        ({"resource": "deployment/payments-api -n staging"}, False),  # another namespace
+    ],
+)
+def test_fm15_the_healthy_check_is_of_the_changed_resource(check: dict[str, str], after_success):
+    run = RunBuilder()
+    run.tool("kubectl_scale", {"resource": "deployment/payments-api -n payments", "replicas": 3})
+    run.tool("kubectl_get", check, "payments-api 3/3 Running")
+    for name in ("get_pods", "get_events", "get_logs"):
+        run.tool(name, {"namespace": "payments"}, "ok")
+    found = rules(run.steps, mode="FM-1.5")
+    assert found == ([("FM-1.5", "calls_after_success")] if after_success else [])
 
 
 def test_fm15_calls_for_what_the_user_asks_next_are_not_calls_after_success():

@@ -9,7 +9,7 @@ import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
 from mast_otel.processors.detectors.withholding import WithholdingConfig
-from tests.detectors.real_runs import needs_tau, tau_findings
+from tests.detectors.real_runs import tau_findings
 from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules
 
 
@@ -154,7 +154,6 @@ def test_fm24_unpriced_consent_settings_are_checked():
     assert [f for f in analyse(run.steps, off)[0] if f.mode == "FM-2.4"] == []
 
 
-@needs_tau
 def test_fm24_real_run_asks_a_yes_to_an_upgrade_without_its_cost():
     # Run 84: "The payment for the upgrade will be made using your credit card ending in
     # 2135. Please confirm", and update_reservation_flights charges 288 to that card.
@@ -165,7 +164,6 @@ def test_fm24_real_run_asks_a_yes_to_an_upgrade_without_its_cost():
     assert tau_findings(126, "FM-2.4") == []
 
 
-@needs_tau
 def test_fm24_real_runs_charge_after_reads_or_a_first_change_past_the_yes():
     # Run 34: the yes (13) to "upgrade XEHM4B ... then cancel both", six reads, then
     # update_reservation_flights charges 288 to the card; no amount was ever told ("refund"
@@ -211,7 +209,6 @@ def test_fm24_a_price_told_for_one_part_of_the_deal_does_not_price_the_next():
         assert rules(_two_charges(told).steps, mode="FM-2.4") == [], told
 
 
-@needs_tau
 def test_fm24_real_run_prices_the_flights_not_the_bag_added_with_them():
     # Run 103: the yes (27) to new return flights ("Total Price: $242") and one checked bag;
     # the flight change refunds 11, the bag change charges 50, which no message told.
