@@ -41,13 +41,15 @@ class ToolCallRequest:
 @dataclass(slots=True, frozen=True)
 class InputMessage:
     """One message of a model call's input, as much of it as recovering the conversation needs:
-    its role (system, user, assistant, tool), its text, the call a tool message answers, and
-    the calls an assistant message asked for."""
+    its role (system, user, assistant, tool), its text, the call a tool message answers, the
+    calls an assistant message asked for, and the name of its author where the message gives
+    one (a team's agents: `name`)."""
 
     role: str
     text: str = ""
     call_id: str = ""
     calls: tuple[ToolCallRequest, ...] = ()
+    name: str = ""
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,9 +12,9 @@ import pytest
 from mast_otel.collector.importers import recognise, team
 from mast_otel.collector.importers.spans import MESSAGE_INDEX
 from mast_otel.processors.attribution import Turn, attribute
+from tests import corpora
 
-ROOT = Path(__file__).resolve().parent.parent
-WHO_AND_WHEN = ROOT.parent / "shared/data/who-and-when"
+WHO_AND_WHEN = corpora.who_and_when_dir()
 
 AG2 = [
     {"role": "assistant", "name": "Data_Expert", "content": "Task: count the rows of data.csv."},

@@ -11,7 +11,8 @@ Recognised by content (before OpenAI-style chat transcripts):
 
 Each run is written as a team's instrumentation would send it: a root `invoke_agent` span for
 the team, then per agent message an `invoke_agent` span named for the agent with a `chat` span
-under it (`gen_ai.agent.name`, the conversation so far as input, the message as output).
+under it (`gen_ai.agent.name`, the conversation so far as input, each teammate's message in
+it named for its agent, the message as output).
 Code blocks (```python / ```sh) in a message that an executor answers are the writing agent's
 tool calls: an `execute_tool` span per block (`bash` with the script as `command`, `python`
 with it as `code`), the executor's reply as result and a non-zero `exitcode: N` as failure.
@@ -175,7 +176,10 @@ def build_run(
     spans = [SpanSpec(root_id, f"invoke_agent {TEAM}", at(0), at(len(messages)), "", root_attrs)]
 
     history: list[dict[str, Any]] = []
-    if task:
+    opening = messages[0] if messages else ("", "", "")
+    # The task given apart is the user message the team's first call received, unless the
+    # opening message is the human's and says it already.
+    if task and not (opening[0].lower() in HUMAN_ROLES and task.strip() in opening[2]):
         history.append({"role": "user", "parts": [S.text_part(task)]})
     open_calls: list[SpanSpec] = []
     for index, (agent, addressee, text) in enumerate(messages):
@@ -203,8 +207,8 @@ def build_run(
             open_calls = []
             continue
         if is_executor(agent, text):
-            # An executor with nothing to run: its reply is part of the conversation.
-            history.append({"role": "user", "parts": [S.text_part(text)]})
+            # An executor with nothing to run: its reply is a teammate's turn, named.
+            history.append({"role": "assistant", "name": agent, "parts": [S.text_part(text)]})
             continue
         open_calls = []
         turn_id = S.span_id_for(trace_id, "turn", str(index))
@@ -250,7 +254,7 @@ def build_run(
                 },
             )
         )
-        history.append({"role": "assistant", "parts": parts})
+        history.append({"role": "assistant", "name": agent, "parts": parts})
         for offset, ((name, args), call_id) in enumerate(zip(calls, call_ids, strict=True)):
             tool = SpanSpec(
                 S.span_id_for(trace_id, "call", str(index), str(offset)),
