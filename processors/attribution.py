@@ -29,11 +29,15 @@ SAME_INSTRUCTION = 0.6
 
 @dataclass(frozen=True)
 class Turn:
-    """One message of a team: its agent, the agent it instructs ("" for none), its text."""
+    """One message of a team: its agent, the agent it instructs ("" for none), its text; where
+    the run's spans say it rather than the text, whether it asked for something to be run
+    (`code`) and, for a tool's result, its exit status (`exit_code`, 0 for success)."""
 
     agent: str
     addressee: str
     text: str
+    code: bool | None = None
+    exit_code: int | None = None
 
 
 @dataclass
@@ -47,9 +51,22 @@ class Attribution:
 
 
 def is_executor(turn: Turn) -> bool:
+    if turn.exit_code is not None:
+        return True
     return turn.agent.lower().replace(" ", "_") in EXECUTORS or bool(
         EXIT_CODE.match(turn.text.lstrip()[:40])
     )
+
+
+def _ran_code(turn: Turn) -> bool:
+    return turn.code if turn.code is not None else bool(CODE.search(turn.text))
+
+
+def _failed(turn: Turn) -> bool:
+    if turn.exit_code is not None:
+        return turn.exit_code != 0
+    code = EXIT_CODE.search(turn.text[:200])
+    return code is not None and code["code"] != "0"
 
 
 def _words(text: str) -> set[str]:
@@ -120,11 +137,10 @@ def _failed_code(turns: list[Turn]) -> Attribution | None:
     writer = None
     for i, turn in enumerate(turns):
         if is_executor(turn):
-            code = EXIT_CODE.search(turn.text[:200])
-            if writer is not None and code and code["code"] != "0":
+            if writer is not None and _failed(turn):
                 return Attribution(turns[writer].agent, writer, "failed code", [writer, i])
             writer = None
-        elif CODE.search(turn.text):
+        elif _ran_code(turn):
             writer = i
     return None
 
@@ -132,12 +148,13 @@ def _failed_code(turns: list[Turn]) -> Attribution | None:
 def _unverified_claim(turns: list[Turn], actors: list[int]) -> Attribution | None:
     for i in actors[1:]:
         turn = turns[i]
-        if CODE.search(turn.text) or turn.addressee:
+        if _ran_code(turn) or turn.addressee:
             continue
+        following = turns[i + 1] if i + 1 < len(turns) else None
         if (
-            i + 1 < len(turns)
-            and is_executor(turns[i + 1])
-            and EXIT_CODE.search(turns[i + 1].text[:200])
+            following is not None
+            and is_executor(following)
+            and (following.exit_code is not None or EXIT_CODE.search(following.text[:200]))
         ):
             continue
         return Attribution(turn.agent, i, "unverified claim", [i])

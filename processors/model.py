@@ -214,6 +214,13 @@ class RunSignature:
     outcome: str = ""
     score: float | None = None
     conversation_id: str = ""
+    # Attribution (processors/trail.py), for a failed run or one with findings: the decisive
+    # step's span and position among the run's steps (-1: none), the responsible agent, and
+    # the chain that led there (JSON: the finding, then the steps it traces back to).
+    decisive_span_id: str = ""
+    decisive_step: int = -1
+    responsible_agent: str = ""
+    attribution_chain: str = ""
 
     @property
     def modes(self) -> list[str]:
