@@ -162,3 +162,15 @@ def test_an_orchestrator_that_hands_work_to_its_agents_has_acted(tmp_path: Path)
     doc = {"question": "Find the opening hours of the museum.", "history": turns}
     modes = [mode for mode, _ in _findings(tmp_path, doc)]
     assert "FM-3.1" not in modes
+
+
+def test_a_failure_the_whole_group_chat_saw_was_not_withheld(tmp_path: Path) -> None:
+    chat = [
+        {"role": "assistant", "name": "Planner_Expert", "content": "Count the rows of d.csv."},
+        {"role": "user", "name": "Data_Expert", "content": "```python\nopen('d.csv')\n```"},
+        {"role": "user", "name": "Computer_terminal", "content": "exitcode: 1 (execution "
+         "failed)\nCode output: FileNotFoundError: d.csv"},
+        {"role": "user", "name": "Verification_Expert", "content": "The file is missing."},
+        {"role": "user", "name": "Planner_Expert", "content": "TERMINATE"},
+    ]  # fmt: skip
+    assert "FM-2.4" not in [mode for mode, _ in _findings(tmp_path, chat)]
