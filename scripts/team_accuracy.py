@@ -10,9 +10,13 @@ development split (files whose number is divisible by 4) and the held-out rest, 
   and of the trivial baselines: the first agent, the most talkative agent, and the message
   before the first failed code execution; beside them the benchmark paper's best LLM judge;
 - findings per run by mode;
-- with labels (`--labels FILE ...`, JSON lines: `set`, `file`, `reader`, `labels` with `mode`
-  and `step`), per mode on the labelled runs: labelled positives, TP, FP, FN, precision and
-  recall (a mode is found in a run when any finding of that mode is raised in it).
+- against the hand labels in `tests/labels/who_and_when/` (JSON lines: `set`, `file`,
+  `reader`, `labels` with `mode` and `step`), per mode, separately for the development readers
+  (G, K; G's labels count where both read a run) and the held-out reader (H): labelled
+  positives, TP, FP, FN, precision and recall (a mode is found in a run when any finding of
+  that mode is raised in it).
+"stored attribution" is what the pipeline stores with each run's signature (its decisive span,
+mapped back to the file's message); "attribution" the same rules over the file's messages.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def load(folder: Path) -> list[dict[str, Any]]:
                     "step": int(doc.get("mistake_step", -1)),
                     "turns": messages,
                     "findings": [],
+                    "stored": ("", -1),
                 }
             )
     return runs
@@ -82,6 +87,11 @@ def analyse(runs: list[dict[str, Any]]) -> None:
                 index_of[(span.trace_id, span.span_id)] = index
             if not span.parent_span_id:
                 source_of[span.trace_id] = str(span.attributes.get(SOURCE, ""))
+        for signature in exporter.signatures:
+            run = chosen.get(source_of.get(signature.trace_id, ""))
+            if run is not None:
+                index = index_of.get((signature.trace_id, signature.decisive_span_id), -1)
+                run["stored"] = (signature.responsible_agent, index)
         for finding in exporter.findings:
             run = chosen.get(source_of.get(finding.trace_id, ""))
             if run is not None:
@@ -115,6 +125,7 @@ def baselines(run: dict[str, Any]) -> dict[str, tuple[str, int]]:
     earliest = min((f["index"] for f in run["findings"] if f["index"] >= 0), default=-1)
     attribution = attribute([Turn(a, to, t) for a, to, t in turns])
     return {
+        "stored attribution": run["stored"],
         "attribution": (attribution.agent, attribution.step),
         "earliest finding": (turns[earliest][0] if earliest >= 0 else "", earliest),
         "first agent": (first[1], first[0]),
@@ -147,8 +158,17 @@ def figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+LABELS = ROOT / "tests" / "labels" / "who_and_when"
+# The development readers, the one whose labels count last; the held-out reader.
+SPLITS = {
+    "development (G, K)": ("reader_k.jsonl", "reader_g.jsonl"),
+    "held out (H)": ("reader_h.jsonl",),
+}
+
+
 def load_labels(patterns: list[str]) -> dict[tuple[str, int], set[str]]:
-    """(set, file number) → the modes a reader labelled in that run."""
+    """(set, file number) → the modes a reader labelled in that run (a later file's reader
+    replaces an earlier one's on a run both read)."""
     out: dict[tuple[str, int], set[str]] = {}
     for pattern in patterns:
         for path in sorted(glob.glob(pattern)):
@@ -181,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--labels", nargs="*", default=["tests/labels/who_and_when/*.jsonl"])
+    parser.add_argument("--labels", type=Path, default=LABELS, help="the labels' folder")
     args = parser.parse_args(argv)
     runs = load(args.data)
     analyse(runs)
@@ -190,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         for kind in (*SETS, "all"):
             chosen = [r for r in runs if r["split"] == split and kind in (r["kind"], "all")]
             result[f"{split} {kind}"] = figures(chosen)
-    labels = load_labels(args.labels)
+    labels = {
+        split: load_labels([str(args.labels / name) for name in names])
+        for split, names in SPLITS.items()
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -205,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
             "  findings per run: "
             + ", ".join(f"{m} {v:.2f}" for m, v in block["findings_per_run"].items())
         )
-    if labels:
-        print()
-        print("\n".join(per_mode(runs, labels)))
+    for split, labelled in labels.items():
+        if labelled:
+            print(f"\n{split}")
+            print("\n".join(per_mode(runs, labelled)))
     return 0
 
 
