@@ -94,7 +94,10 @@ def run_steps(store: Store, trace_id: str) -> dict[str, Any] | None:
     for step in steps.values():
         ancestry.fill(step)
     recovered = _recovered(list(steps.values()))
+    decisive = (timeline["signature"] or {}).get("decisive_span_id", "")
     for span in timeline["spans"]:
+        # The step attribution named decisive (a recovered step shown at its span counts too).
+        span["decisive"] = bool(decisive) and span["span_id"] == decisive
         step = steps.get(span["span_id"])
         span["step"] = step_view(step) if step is not None else None
         span["recovered"] = [step_view(r) for r in recovered.get(span["span_id"], [])]
@@ -138,9 +141,13 @@ def short(text: str, limit: int = SHORT) -> str:
 def render(timeline: dict[str, Any]) -> list[str]:
     """The run as lines of text: a header, then one line per span with its step."""
     sig = timeline["signature"] or {}
+    blamed = ""
+    if sig.get("decisive_span_id"):
+        agent = sig.get("responsible_agent") or "-"
+        blamed = f"  decisive step {sig.get('decisive_step', -1)} ({agent})"
     lines = [
         f"run {timeline['trace_id']}  outcome {sig.get('outcome') or '-'}  "
-        f"modes {', '.join(sig.get('modes', [])) or '-'}",
+        f"modes {', '.join(sig.get('modes', [])) or '-'}{blamed}",
         f"{'offset':>9} {'kind':<8} {'agent':<14} {'tool/model':<18} {'status':<6} "
         f"arguments -> result",
     ]
@@ -180,6 +187,28 @@ def render(timeline: dict[str, Any]) -> list[str]:
                 f"{span['offset_ms']:>7.0f}ms {step['kind']:<8} {short(step['agent'], 14):<14} "
                 f"{short(what, 18):<18} {step['status'][:6]:<6} {indent}{detail}"
             )
+        if span.get("decisive"):
+            lines.append(f"{'':>10}  >> decisive step: {_chain_text(sig)}")
         for finding in span["findings"]:
             lines.append(f"{'':>10}  ^ {finding['mode']} {finding['message']}")
     return lines
+
+
+def _chain_text(sig: dict[str, Any]) -> str:
+    """The responsible agent, why, and the chain back from the finding, in one line."""
+    try:
+        links = json.loads(sig.get("attribution_chain") or "[]")
+    except ValueError:
+        links = []
+    parts = []
+    for link in links if isinstance(links, list) else []:
+        if not isinstance(link, dict):
+            continue
+        if "finding" in link:
+            parts.append(f"{link.get('mode', '')} {link.get('rule', '')}")
+        else:
+            parts.append(
+                f"step {link.get('step', '')} {link.get('agent', '')} ({link.get('why', '')})"
+            )
+    agent = sig.get("responsible_agent") or "-"
+    return f"{agent} responsible; " + " <- ".join(parts) if parts else f"{agent} responsible"

@@ -1,5 +1,6 @@
 """Dashboard 2, run drill-down: one run (by trace id) step by step, each finding at its span
-with its evidence, the failure vector and the outcome."""
+with its evidence, the decisive step attribution named and the chain to it, the failure vector
+and the outcome."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ _TRACE_BOUNDS = f"""Timestamp >= (SELECT min(Start) FROM {DATABASE}.otel_traces_
   AND Timestamp <= (SELECT max(End) + 1 FROM {DATABASE}.otel_traces_trace_id_ts
     WHERE TraceId = {TRACE})"""
 
+# The span attribution named the decisive step of the run ('' when it named none).
+_DECISIVE = f"""(SELECT any(DecisiveSpanId) FROM {SIGNATURES} WHERE TraceId = {TRACE})"""
+
 # Every SQL this dashboard runs, in one place.
 SQL: dict[str, str] = {
     "outcome": f"""SELECT if(Outcome = '', 'unknown', Outcome) AS outcome, Score AS score,
@@ -43,7 +47,9 @@ SQL: dict[str, str] = {
     AS duration_s,
   Steps AS steps, LlmCalls AS llm_calls, ToolCalls AS tool_calls, Errors AS errors,
   InputTokens + OutputTokens AS tokens, DistinctModes AS distinct_modes,
-  arrayStringConcat(Modes, ', ') AS modes, CloseReason AS close_reason
+  arrayStringConcat(Modes, ', ') AS modes, CloseReason AS close_reason,
+  ResponsibleAgent AS responsible_agent, DecisiveStep AS decisive_step,
+  DecisiveSpanId AS decisive_span
 FROM {SIGNATURES}
 WHERE TraceId = {TRACE}""",
     "failure_vector": f"""SELECT code AS mode, name AS mode_name,
@@ -63,6 +69,7 @@ ORDER BY code""",
   s.StatusCode AS status,
   arrayStringConcat(f.modes, ', ') AS findings,
   arrayStringConcat(f.messages, ' | ') AS evidence,
+  if(s.SpanId = {_DECISIVE}, 'decisive', '') AS attribution,
   s.SpanId AS SpanId
 FROM {TRACES} AS s
 LEFT JOIN (
@@ -83,6 +90,17 @@ ORDER BY s.Timestamp, s.SpanId""",
 FROM {FINDINGS}
 WHERE TraceId = {TRACE}
 ORDER BY Timestamp, Mode""",
+    "attribution": f"""SELECT ResponsibleAgent AS responsible_agent, DecisiveStep AS decisive_step,
+  DecisiveSpanId AS decisive_span, l.1 AS link, l.2 AS span, l.3 AS what
+FROM {SIGNATURES}
+LEFT ARRAY JOIN arrayMap(j -> (
+    if(JSONHas(j, 'finding'), 'finding', concat('step ', JSONExtractRaw(j, 'step'))),
+    JSONExtractString(j, 'span_id'),
+    if(JSONHas(j, 'finding'), concat(JSONExtractString(j, 'mode'), ' ',
+      JSONExtractString(j, 'rule')), concat(JSONExtractString(j, 'agent'), ': ',
+      JSONExtractString(j, 'why')))),
+  JSONExtractArrayRaw(if(AttributionChain = '', '[]', AttributionChain))) AS l
+WHERE TraceId = {TRACE}""",
     "trace": f"""SELECT TraceId AS traceID, SpanId AS spanID, ParentSpanId AS parentSpanID,
   ServiceName AS serviceName, SpanName AS operationName, Timestamp AS startTime,
   multiply(Duration, 0.000001) AS duration,
@@ -131,10 +149,19 @@ def build() -> db.Dashboard:
             "Steps",
             SQL["steps"],
             description="Every span of the run in order, with the findings made at it and "
-            "their evidence.",
+            "their evidence; the decisive step is marked under attribution.",
             width=16,
             height=14,
             overrides=[("findings", fatal_red[1:]), ("input", [p.width(260)])],
+        ),
+        p.ch_table(
+            "Attribution",
+            SQL["attribution"],
+            description="Who and where the run went wrong (no model called): the agent "
+            "responsible, the decisive step (marked in Steps), and the chain from a finding "
+            "back to it, each link with its span.",
+            width=24,
+            height=5,
         ),
         p.ch_table(
             "Findings and evidence",

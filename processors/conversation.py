@@ -19,6 +19,10 @@ calls of one agent in one run):
 - when the run closes, calls the model asked for that no tool span and no later input showed
   become TOOL steps without a result (the run ended on them).
 
+In a team's conversation every agent's input holds the others' turns. A turn another agent of
+the run wrote (its `name` is that agent's, or it is an answer a released call of the run gave)
+is that agent's: its calls are followed in that agent's conversation, and it is no user's turn.
+
 So a run sent by any instrumentation and the same run imported from a transcript give the
 detectors the same steps. The recovered steps point at the model call's span (findings must
 point at spans that exist); a recovered tool call at the span of the call that asked for it.
@@ -46,6 +50,8 @@ from mast_otel.processors.normalize.tool_status import mark_failed_result
 
 MAX_CONVERSATIONS = 64
 MAX_OPEN_CALLS = 256
+# Answers of the run's model calls remembered to recognise them in other agents' inputs.
+MAX_ANSWERS = 4096
 # How much of a message identifies it when it is found again in a later input.
 KEY_CHARS = 200
 
@@ -91,13 +97,15 @@ class _Conversation:
 class Conversations:
     """The conversations of one run, as its steps are released."""
 
-    __slots__ = ("_by_agent", "_named", "_said", "stats", "task_set")
+    __slots__ = ("_answers", "_by_agent", "_named", "_said", "stats", "task_set")
 
     def __init__(self, stats: RecoveryStats) -> None:
         self._by_agent: dict[str, _Conversation] = {}
         # The agent whose name came to the steps released before it was known (see
         # `_find`); "" until then.
         self._named = ""
+        # The answers the run's released model calls gave (keys), every agent's.
+        self._answers: set[str] = set()
         # User turns a span of their own already showed (an importer's or a harness's span
         # per turn), by key, until a model call's input shows them: not recovered twice.
         self._said: dict[str, int] = {}
@@ -156,6 +164,8 @@ class Conversations:
         new = _new_messages(conversation, messages)
         out: list[Step] = []
         for message in new:
+            if self._another_agents(message, step.agent):
+                continue  # a teammate's turn: its own spans showed it
             if message.role == history.USER:
                 if not message.text.strip():
                     continue  # a turn with nothing said (an image, a file): no step
@@ -179,6 +189,17 @@ class Conversations:
                 self._open(conversation, message.calls, step, step.start_ns)
         return out
 
+    def _another_agents(self, message: InputMessage, agent: str) -> bool:
+        """A message another agent of the run wrote: named for one, or (an assistant turn
+        with calls) an answer one of the run's released calls gave."""
+        if message.name and message.name != agent and message.name in self._by_agent:
+            return True
+        return (
+            message.role == history.ASSISTANT
+            and bool(message.calls)
+            and _key(message.role, message.text, message.calls) in self._answers
+        )
+
     def after_call(self, step: Step) -> None:
         """Remember a released model call: its answer (where the next input continues) and
         the calls it asked for."""
@@ -189,6 +210,8 @@ class Conversations:
         conversation.calls_read += 1
         conversation.anchor = _key(history.ASSISTANT, step.output_text, step.tool_calls)
         conversation.anchor_calls = _call_ids(step.tool_calls)
+        if len(self._answers) < MAX_ANSWERS:
+            self._answers.add(conversation.anchor)
         last = messages[-1] if messages else None
         conversation.fallback = _key(last.role, last.text, last.calls) if last else ""
         conversation.tool_steps_since_call = 0

@@ -38,5 +38,6 @@ def stamp_findings(run: Run, findings: Iterable[Finding]) -> list[Finding]:
         if not finding.agent:
             finding.agent = most_common(run.agents)
         run.mode_counts[finding.mode] += 1
+        run.trail.on_finding(finding)
         stamped.append(finding)
     return stamped

@@ -41,13 +41,15 @@ class ToolCallRequest:
 @dataclass(slots=True, frozen=True)
 class InputMessage:
     """One message of a model call's input, as much of it as recovering the conversation needs:
-    its role (system, user, assistant, tool), its text, the call a tool message answers, and
-    the calls an assistant message asked for."""
+    its role (system, user, assistant, tool), its text, the call a tool message answers, the
+    calls an assistant message asked for, and the name of its author where the message gives
+    one (a team's agents: `name`)."""
 
     role: str
     text: str = ""
     call_id: str = ""
     calls: tuple[ToolCallRequest, ...] = ()
+    name: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -216,6 +218,13 @@ class RunSignature:
     outcome: str = ""
     score: float | None = None
     conversation_id: str = ""
+    # Attribution (processors/trail.py), for a failed run or one with findings: the decisive
+    # step's span and position among the run's steps (-1: none), the responsible agent, and
+    # the chain that led there (JSON: the finding, then the steps it traces back to).
+    decisive_span_id: str = ""
+    decisive_step: int = -1
+    responsible_agent: str = ""
+    attribution_chain: str = ""
 
     @property
     def modes(self) -> list[str]:

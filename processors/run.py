@@ -14,6 +14,7 @@ from mast_otel.processors import conventions
 from mast_otel.processors.conversation import Conversations
 from mast_otel.processors.model import Finding, RunSignature, Step, StepKind, StepRef
 from mast_otel.processors.normalize.ancestry import Ancestry
+from mast_otel.processors.trail import RunAttribution, Trail
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
@@ -88,6 +89,8 @@ class Run:
     # The run's conversations, recovered from its model calls' inputs (opened at the first).
     conversations: Conversations | None = field(init=False, default=None)
     expected_agent: str = field(init=False, default="")
+    # The turns and findings attribution reads at close.
+    trail: Trail = field(init=False, default_factory=Trail)
 
     def __post_init__(self, max_steps: int, now: float) -> None:
         self.window = deque(maxlen=max_steps)
@@ -106,6 +109,7 @@ class Run:
         """Fold a released step into the run's totals and window; a step recovered from a
         model call's input (no span of its own) is not counted as one of the run's spans."""
         self.window.append(step)
+        self.trail.add(step)
         if not recovered:
             self.steps_seen += 1
         if step.start_ns and (not self.start_ns or step.start_ns < self.start_ns):
@@ -165,6 +169,11 @@ class Run:
     def signature(self) -> RunSignature:
         root = self.root
         outcome, score = run_outcome(self.attributes)
+        blamed = (
+            self.trail.attribution()
+            if outcome == "failure" or self.mode_counts
+            else RunAttribution()
+        )
         return RunSignature(
             trace_id=self.trace_id,
             service=(root.service if root and root.service else most_common(self.services)),
@@ -183,6 +192,10 @@ class Run:
             outcome=outcome,
             score=score,
             conversation_id=self.conversation_id,
+            decisive_span_id=blamed.span_id,
+            decisive_step=blamed.step,
+            responsible_agent=blamed.agent,
+            attribution_chain=blamed.chain,
         )
 
 

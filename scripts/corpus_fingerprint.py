@@ -7,7 +7,8 @@ OpenTelemetry SDK with sequential ids and a clock that steps 10 ms per reading, 
 of the same code give the same spans. The spans are encoded as OTLP export requests and fed to
 the same pipeline `mast-otel analyze` uses (decode, normalize, run windows, detectors), with no
 network. The first line printed is the SHA-256 of the sorted JSON of all findings and
-signatures; the JSON itself follows (or goes to FILE with --dump).
+signatures (without their attribution), the second that of the signatures' attribution; the
+JSON itself follows (or goes to FILE with --dump).
 """
 
 from __future__ import annotations
@@ -92,6 +93,16 @@ def analyse(spans: list[Any]) -> tuple[list[Any], list[Any]]:
     return exporter.findings, exporter.signatures
 
 
+# Attribution's fields: digested apart (`attribution_fingerprint`), so the first digest stays
+# comparable with stores written before the signature carried them.
+ATTRIBUTION_FIELDS = ("decisive_span_id", "decisive_step", "responsible_agent", "attribution_chain")
+ATTRIBUTION_DIGEST = ""
+
+
+def _without_attribution(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in ATTRIBUTION_FIELDS}
+
+
 def fingerprint() -> tuple[str, str]:
     findings, signatures = analyse(record_corpus())
     rows = {
@@ -100,11 +111,16 @@ def fingerprint() -> tuple[str, str]:
             key=lambda r: json.dumps(r, sort_keys=True, default=str),
         ),
         "signatures": sorted(
-            (dataclasses.asdict(s) for s in signatures),
+            (_without_attribution(dataclasses.asdict(s)) for s in signatures),
             key=lambda r: json.dumps(r, sort_keys=True, default=str),
         ),
     }
     text = json.dumps(rows, sort_keys=True, indent=1, default=str)
+    blamed = sorted(
+        json.dumps([s.trace_id, *(getattr(s, k) for k in ATTRIBUTION_FIELDS)]) for s in signatures
+    )
+    global ATTRIBUTION_DIGEST
+    ATTRIBUTION_DIGEST = hashlib.sha256("\n".join(blamed).encode()).hexdigest()
     return hashlib.sha256(text.encode()).hexdigest(), text
 
 
@@ -115,6 +131,7 @@ def main() -> int:
     digest, text = fingerprint()
     data = json.loads(text)
     print(f"{digest}  findings={len(data['findings'])} signatures={len(data['signatures'])}")
+    print(f"{ATTRIBUTION_DIGEST}  attribution")
     if args.dump:
         Path(args.dump).write_text(text + "\n")
     else:

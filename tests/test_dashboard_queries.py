@@ -5,6 +5,7 @@ with rows where the seeded runs make rows."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -271,6 +272,25 @@ def test_run_drilldown_shows_the_finding_at_its_span(seeded):
     )
     assert {row["SpanId"] for row in flagged} == {row["SpanId"] for row in expected}
     assert all("FM-1.4" in row["findings"] and row["evidence"] for row in flagged)
+
+
+def test_run_drilldown_marks_the_decisive_step_and_its_chain(seeded):
+    """The run's stored attribution: its span marked in Steps, the chain in Attribution."""
+    (stored,) = seeded.store.query(
+        "SELECT DecisiveSpanId AS span, ResponsibleAgent AS agent, AttributionChain AS chain "
+        f"FROM otel.mast_signatures FINAL WHERE TraceId = '{seeded.trace_with_findings}'"
+    )
+    assert stored["span"] and stored["agent"]
+    ctx = context(seeded, scenarios(seeded)["all"])
+    steps = next(t for u, p, t in TARGETS if u == "mast-run" and p["title"] == "Steps")
+    marked = [r["SpanId"] for r in seeded.store.query(panel_query(steps["rawSql"], ctx))
+              if r["attribution"] == "decisive"]  # fmt: skip
+    assert marked == [stored["span"]]
+    panel = next(t for u, p, t in TARGETS if u == "mast-run" and p["title"] == "Attribution")
+    rows = seeded.store.query(panel_query(panel["rawSql"], ctx))
+    assert {r["responsible_agent"] for r in rows} == {stored["agent"]}
+    assert [r["span"] for r in rows] == [link["span_id"] for link in json.loads(stored["chain"])]
+    assert rows[-1]["span"] == stored["span"]
 
 
 def test_model_comparison_separates_the_models(seeded):

@@ -11,7 +11,9 @@ Formats are recognised by content, in a fixed order, most specific first:
    text is read as OTLP protobuf;
 2. Codex CLI session files (`codex`): JSON lines whose first line is a rollout line
    (`{"timestamp", "type": "session_meta" | ..., "payload"}`);
-3. OpenAI-style chat transcripts (`chat`): JSON or JSON lines of messages (`role`) or of runs
+3. team transcripts (`team`): AG2 / AutoGen group chats, Magentic-One logs, the Who&When
+   files and the MAST dataset's envelope (see `team`);
+4. OpenAI-style chat transcripts (`chat`): JSON or JSON lines of messages (`role`) or of runs
    holding them (`traj`, `messages`, `conversation`).
 """
 
@@ -22,13 +24,13 @@ import os
 from collections.abc import Iterator
 from types import ModuleType
 
-from mast_otel.collector.importers import chat, codex, otlp
+from mast_otel.collector.importers import chat, codex, otlp, team
 from mast_otel.collector.importers.errors import ImportFormatError
 from mast_otel.collector.otlp.files import OtlpRequest
 
 __all__ = ["IMPORTERS", "ImportFormatError", "read_requests", "recognise"]
 
-IMPORTERS: tuple[ModuleType, ...] = (otlp, codex, chat)
+IMPORTERS: tuple[ModuleType, ...] = (otlp, codex, team, chat)
 HEAD_BYTES = 65_536
 
 
@@ -42,7 +44,7 @@ def recognise(path: str) -> ModuleType:
             return importer
     raise ImportFormatError(
         f"{path}: not a format mast-otel reads (OTLP JSON or protobuf, a Codex CLI session "
-        f"file, or an OpenAI-style chat transcript)"
+        f"file, a team transcript or an OpenAI-style chat transcript)"
     )
 
 

@@ -166,6 +166,10 @@ def signatures_table(
             ),
             "Outcome": [s.outcome for s in signatures],
             "Score": pa.array([s.score for s in signatures], pa.float64()),
+            "DecisiveSpanId": [s.decisive_span_id for s in signatures],
+            "DecisiveStep": pa.array([s.decisive_step for s in signatures], pa.int32()),
+            "ResponsibleAgent": [s.responsible_agent for s in signatures],
+            "AttributionChain": [s.attribution_chain for s in signatures],
             "Version": pa.array(versions, pa.uint64()),
             "Sign": pa.array(signs, pa.int8()),
         }

@@ -54,6 +54,10 @@ def signature_from_row(row: dict[str, Any]) -> RunSignature:
         outcome=row["outcome"],
         score=None if score is None else float(score),
         conversation_id=row.get("conversation_id", ""),
+        decisive_span_id=row.get("decisive_span_id", ""),
+        decisive_step=int(row.get("decisive_step", -1)),
+        responsible_agent=row.get("responsible_agent", ""),
+        attribution_chain=row.get("attribution_chain", ""),
     )
 
 

@@ -15,7 +15,8 @@ Decided when the run closes:
   only re-prompts (`reprompt_pattern`: "continue", "please answer", an empty message: a
   harness) asked again;
 - `no_tool_call`: the run ended after `min_answers_without_tools` answers without a single
-  tool call: the request was answered from words alone, never acted on or looked up;
+  tool call: the request was answered from words alone, never acted on or looked up; a run
+  whose agent handed work to another (a hand-off the instrumentation sent) acted through it;
 - `parked_on_user`: the run changed nothing (no successful mutating call) and its final
   answer leaves the request waiting until the user comes back with something
   (`deferral_pattern`: "once you have the reservation ID", "whenever you have the order
@@ -54,6 +55,7 @@ from mast_otel.processors.run import DetectorRun, Run
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
+_HANDOFF = StepKind.HANDOFF
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -147,6 +149,7 @@ class _PrematureRun(DetectorRun):
         "changed",
         "config",
         "content_seen",
+        "delegated",
         "detector",
         "empty",
         "first_answer",
@@ -157,7 +160,7 @@ class _PrematureRun(DetectorRun):
         "reprompt",
         "required",
     )
-    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN})
+    kinds = frozenset({StepKind.LLM, StepKind.TOOL, StepKind.HUMAN, StepKind.HANDOFF})
 
     def __init__(self, detector: PrematureTermination) -> None:
         self.detector = detector
@@ -175,6 +178,8 @@ class _PrematureRun(DetectorRun):
         # instrumentation that does not capture content leaves every response blank).
         self.content_seen = False
         self.first_answer: Step | None = None
+        # Work was handed to another agent (an explicit hand-off span or transfer call).
+        self.delegated = False
         self.human_after_tool = False
         # A successful change was made: the request was acted on.
         self.changed = False
@@ -205,6 +210,8 @@ class _PrematureRun(DetectorRun):
                 self.answers += 1
                 if self.first_answer is None and self.calls == 0:
                     self.first_answer = step
+        elif step.kind is _HANDOFF:
+            self.delegated = self.delegated or bool(step.operation or step.tool_name)
         elif step.kind is _HUMAN:
             self.human_after_tool = self.human_after_tool or bool(step.input_text.strip())
             if (
@@ -304,7 +311,13 @@ class _PrematureRun(DetectorRun):
             ]
         minimum = self.config.min_answers_without_tools
         first = self.first_answer
-        if minimum and self.calls == 0 and self.answers >= minimum and first is not None:
+        if (
+            minimum
+            and self.calls == 0
+            and not self.delegated
+            and self.answers >= minimum
+            and first is not None
+        ):
             return [
                 self.detector.finding(
                     at=first,

@@ -7,7 +7,8 @@ Rules:
   (`mast.task.max_steps`) instead of stopping at it;
 - `calls_after_final_answer`: an agent gave its final answer (a model call answering rather
   than calling a tool, with no user turn after it) and then kept calling tools itself; a
-  text-only turn the user answers is a turn of the conversation, not the final answer;
+  text-only turn the user or another agent answers is a turn of the conversation, not the
+  final answer;
 - `calls_after_success`: a check after a change (a read of the changed resource, as FM-3.2
   counts one: `classify.covers`) already showed the resource healthy, and the agent made
   `calls_after_success` more tool calls regardless, before the user spoke again;
@@ -157,6 +158,12 @@ class _TerminationRun(DetectorRun):
             if self.budget and self.steps == self.budget + self.config.steps_past_budget:
                 findings.extend(self._past_budget(step, run))
         if step.kind is _LLM:
+            if self.final_answer and step.agent:
+                # Another agent answering is a teammate's turn of the conversation: the
+                # earlier text-only turns were messages to it, not final answers.
+                for agent in [a for a in self.final_answer if a != step.agent]:
+                    if agent not in self.after_final:
+                        del self.final_answer[agent]
             if is_final_answer(step):
                 self.final_answer.setdefault(step.agent, step)
             return findings

@@ -4,7 +4,9 @@ Rules, around each hand-off from one agent to another:
 - `redone_after_handoff`: the receiving agent makes a read-only call the sender had already
   made successfully before handing off: the sender had the result and did not pass it on;
 - `error_not_passed_on`: the sender saw a tool call fail, and the hand-off message mentions
-  neither the failure nor the failing tool.
+  neither the failure nor the failing tool; reported once the receiver's next model call shows
+  what it was given (or at close), and not when that call's input holds the failure's result
+  itself: in a team's shared conversation (a group chat) the receiver reads the failure.
 
 And towards the user: `unpriced_consent` (withholding_consent.py), a yes asked for a change
 that names a means of payment, with no amount told.
@@ -28,9 +30,12 @@ from mast_otel.processors.run import DetectorRun, Run
 _MUTATING = ActionKind.MUTATING
 _HANDOFF = StepKind.HANDOFF
 _TOOL = StepKind.TOOL
+_LLM = StepKind.LLM
 
 _FAILURE_WORDS = ("error", "fail", "denied", "forbidden", "refused", "not found", "timeout")
 _MAX_CALLS_PER_AGENT = 1024
+# How much of a failure's text, found in the receiver's model input, shows it was passed on.
+_SEEN_CHARS = 80
 
 
 @dataclass(slots=True)
@@ -124,6 +129,7 @@ class _WithholdingRun(DetectorRun):
         "known",
         "reported",
         "reported_calls",
+        "unseen_errors",
     )
     kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL, StepKind.LLM, StepKind.HUMAN})
 
@@ -137,8 +143,14 @@ class _WithholdingRun(DetectorRun):
         self.reported: set[str] = set()
         self.reported_calls: set[int] = set()
         self.consents = Consents(detector.consent)
+        # Receiver → (error_not_passed_on finding, the failure's text) until its next call.
+        self.unseen_errors: dict[str, tuple[Finding, str]] = {}
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
+        if step.kind is _LLM and step.agent in self.unseen_errors:
+            finding, failure = self.unseen_errors.pop(step.agent)
+            if not _holds(step, failure):
+                return [finding, *self.on_step(step, run)]
         unpriced = self.consents.step(step, run)
         if unpriced is not None:
             return [self._unpriced(unpriced, run)]
@@ -230,7 +242,7 @@ class _WithholdingRun(DetectorRun):
             return []
         self.reported.add(f"error:{step.span_id}")
         failed, failure = unmentioned[-1]
-        return [
+        self.unseen_errors[step.target_agent] = (
             self.detector.finding(
                 at=step,
                 rule="error_not_passed_on",
@@ -247,8 +259,23 @@ class _WithholdingRun(DetectorRun):
                     "handoff_message": short(step.input_text),
                 },
                 run=run,
-            )
-        ]
+            ),
+            failure,
+        )
+        return []
+
+    def on_close(self, run: Run) -> Iterable[Finding]:
+        found = [finding for finding, _ in self.unseen_errors.values()]
+        self.unseen_errors.clear()
+        return found
+
+
+def _holds(step: Step, failure: str) -> bool:
+    """Whether a model call's input holds the failure's result (its opening words)."""
+    words = " ".join(failure.split())[:_SEEN_CHARS]
+    if not words:
+        return False
+    return any(words in " ".join(m.text.split()) for m in step.input_history)
 
 
 FACTORY = DetectorFactory(

@@ -58,6 +58,7 @@ def message(
     max_text: int,
     call_id: str = "",
     calls: Iterable[ToolCallRequest] = (),
+    name: str = "",
 ) -> InputMessage:
     """One input message, its text cut to what its role needs."""
     if role == USER:
@@ -66,7 +67,7 @@ def message(
         limit = ASSISTANT_TEXT_MAX
     else:
         limit = max_text
-    return InputMessage(role, values.truncate(text, limit), call_id, tuple(calls))
+    return InputMessage(role, values.truncate(text, limit), call_id, tuple(calls), name)
 
 
 def bounded(messages: list[InputMessage]) -> tuple[InputMessage, ...]:
@@ -128,7 +129,8 @@ def from_message(raw: object, max_text: int) -> list[InputMessage]:
             out.append(message(role, text, max_text))
         return out
     calls = payloads.message_tool_calls(raw, max_text) if role == ASSISTANT else []
-    return [message(role, payloads.message_text(raw), max_text, calls=calls)]
+    name = values.name(raw.get("name"))
+    return [message(role, payloads.message_text(raw), max_text, calls=calls, name=name)]
 
 
 def _is_response(part: object) -> bool:

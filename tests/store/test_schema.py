@@ -13,6 +13,7 @@ from mast_otel.schemas import Layout, SchemaSourceError, latest_version, migrati
 from tests.storedata import EXPORTER_TRACES_SQL, T0, finding, run_sql_file, signature, span
 
 LATEST = latest_version()
+ATTRIBUTION_COLUMNS = ("DecisiveSpanId", "DecisiveStep", "ResponsibleAgent", "AttributionChain")
 
 
 def columns(store: ChdbStore, table: str) -> dict[str, str]:
@@ -78,6 +79,8 @@ def _fill_at(store: ChdbStore, version: int) -> None:
         table = signatures_table([signature(1, T0, {"FM-1.4": 1, "FM-1.3": 1}, "failure")])
         if version < 5:
             table = table.drop_columns(["Fatal", "Sign"])
+        if version < 7:
+            table = table.drop_columns(list(ATTRIBUTION_COLUMNS))
         store.insert_arrow("mast_signatures", table)
 
 
@@ -113,6 +116,18 @@ def test_from_each_earlier_version_to_latest(tmp_path, start):
             assert [(r["Outcome"], int(r["runs"]), int(r["fatal"])) for r in runs] == [
                 ("failure", 1, 1)
             ]
+        if 4 <= start < 7:
+            # Signatures stored before attribution read as naming no step.
+            (row,) = store.query(
+                "SELECT DecisiveSpanId, DecisiveStep, ResponsibleAgent, AttributionChain "
+                "FROM otel.mast_signatures FINAL"
+            )
+            assert row == {
+                "DecisiveSpanId": "",
+                "DecisiveStep": -1,
+                "ResponsibleAgent": "",
+                "AttributionChain": "",
+            }
         # The store takes the current writers' batches.
         store.insert_arrow("mast_findings", findings_table([finding(2, 0, "FM-3.2", T0)]))
         store.insert_arrow("mast_signatures", signatures_table([signature(2, T0, {})]))

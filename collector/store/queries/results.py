@@ -74,7 +74,9 @@ def signatures(
                Steps AS steps, LlmCalls AS llm_calls, ToolCalls AS tool_calls,
                Errors AS errors, InputTokens AS input_tokens, OutputTokens AS output_tokens,
                FailureVector AS failure_vector, Modes AS modes, ModeCounts AS mode_counts,
-               FindingCount AS finding_count, Fatal AS fatal, Outcome AS outcome, Score AS score
+               FindingCount AS finding_count, Fatal AS fatal, Outcome AS outcome, Score AS score,
+               DecisiveSpanId AS decisive_span_id, DecisiveStep AS decisive_step,
+               ResponsibleAgent AS responsible_agent, AttributionChain AS attribution_chain
         FROM {store.database}.mast_signatures FINAL
         {clause}
         ORDER BY Start DESC, TraceId

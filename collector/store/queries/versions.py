@@ -32,7 +32,9 @@ def current_signature_rows(store: Store, trace_ids: list[str]) -> dict[str, dict
                Steps AS steps, LlmCalls AS llm_calls, ToolCalls AS tool_calls, Errors AS errors,
                InputTokens AS input_tokens, OutputTokens AS output_tokens,
                ModeCounts AS mode_counts, Outcome AS outcome, Score AS score,
-               ConversationId AS conversation_id, toString(Version) AS version
+               ConversationId AS conversation_id, DecisiveSpanId AS decisive_span_id,
+               DecisiveStep AS decisive_step, ResponsibleAgent AS responsible_agent,
+               AttributionChain AS attribution_chain, toString(Version) AS version
         FROM {store.database}.mast_signatures FINAL
         WHERE TraceId IN ({id_list(trace_ids)})
         """
