@@ -97,13 +97,10 @@ class _Conversation:
 class Conversations:
     """The conversations of one run, as its steps are released."""
 
-    __slots__ = ("_answers", "_by_agent", "_named", "_said", "stats", "task_set")
+    __slots__ = ("_answers", "_by_agent", "_said", "stats", "task_set")
 
     def __init__(self, stats: RecoveryStats) -> None:
         self._by_agent: dict[str, _Conversation] = {}
-        # The agent whose name came to the steps released before it was known (see
-        # `_find`); "" until then.
-        self._named = ""
         # The answers the run's released model calls gave (keys), every agent's.
         self._answers: set[str] = set()
         # User turns a span of their own already showed (an importer's or a harness's span
@@ -119,25 +116,8 @@ class Conversations:
         if key in said or len(said) < MAX_OPEN_CALLS:
             said[key] = said.get(key, 0) + 1
 
-    def _find(self, agent: str) -> _Conversation | None:
-        """The conversation of `agent`'s calls. Steps released before the span naming their
-        agent arrived (a root `invoke_agent` span ends, and is exported, after everything it
-        holds) have no agent: the first agent named after them is theirs, and steps still
-        unnamed after that belong to it too; a run reads the same however late its root
-        arrives."""
-        by_agent = self._by_agent
-        found = by_agent.get(agent)
-        if found is not None:
-            return found
-        if not agent:
-            return by_agent.get(self._named) if self._named else None
-        if not self._named and "" in by_agent:
-            self._named = agent
-            found = by_agent[agent] = by_agent.pop("")
-        return found
-
     def _conversation(self, agent: str) -> _Conversation | None:
-        found = self._find(agent)
+        found = self._by_agent.get(agent)
         if found is None:
             if len(self._by_agent) >= MAX_CONVERSATIONS:
                 self.stats.conversations_untracked += 1
@@ -222,7 +202,7 @@ class Conversations:
     def on_tool(self, step: Step) -> None:
         """A span ran one of the calls asked for: a tool span, or a hand-off made by calling
         a tool (`transfer_to_<agent>`)."""
-        conversation = self._find(step.agent)
+        conversation = self._by_agent.get(step.agent)
         if conversation is None or not (step.tool_name or step.tool_call_id):
             return
         conversation.tool_steps_since_call += 1

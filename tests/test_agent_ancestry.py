@@ -84,3 +84,34 @@ def test_message_events_join_their_span_before_or_after_it_arrives():
     assert out.signatures and w.stats.events_joined == 2
     w.join_events("t", "llm", said("after close"))
     assert w.stats.events_after_step == 1
+
+
+def test_an_agent_named_after_its_steps_were_released_stays_unnamed_for_that_run():
+    # A chat span per model call, no agent on it (openai-v2); the `invoke_agent` root that
+    # names the agent is exported when the run ends. Steps released before it came have no
+    # agent; so do the ones under it released after: detectors keep state per agent.
+    w = windows(grace_s=0.5, agent_wait_s=5.0)
+
+    def chat(name: str, span_id: str, parent: str, start: float) -> Step:
+        step = span(name, span_id, parent, StepKind.LLM, start)
+        step.dialect = "genai"
+        return step
+
+    for i in range(3):
+        w.add(chat(f"chat {i}", f"c{i}", "root", 1 + i), now=2.0 * i)
+        w.tick(2.0 * i + 1)
+    w.add(chat("chat 3", "c3", "root", 4), now=7.0)
+    w.add(span("invoke_agent", "root", "", StepKind.AGENT, 0, agent="helpdesk"), now=7.0)
+    # A step of another branch, whose agent span came in time, keeps its name.
+    w.add(chat("chat x", "cx", "sub", 5), now=7.0)
+    w.add(span("sub", "sub", "root", StepKind.AGENT, 4.5, agent="fixer"), now=7.0)
+    w.close_all()
+    assert Seen.steps == [
+        ("chat 0", ""),
+        ("chat 1", ""),
+        ("chat 2", ""),
+        ("invoke_agent", "helpdesk"),
+        ("chat 3", ""),
+        ("sub", "fixer"),
+        ("chat x", "fixer"),
+    ]

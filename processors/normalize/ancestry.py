@@ -6,7 +6,11 @@ ancestor that names one. A root span that names no agent (`sre_agent.run`, a gra
 stands for the run itself: its agent is its service, or its own name.
 
 Spans are exported when they end, so children arrive before their parents: `missing_parent`
-tells the caller a step's agent may still be named by a span yet to come.
+tells the caller a step's agent may still be named by a span yet to come. A step released
+before the span naming its agent arrived has no agent; that span is then marked late, and the
+steps under it released after it arrived have none either: the detectors, which keep their
+state per agent, read one agent however late its span came (a run's `invoke_agent` root is
+exported when the run ends).
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ def root_agent(step: Step) -> str:
 class Ancestry:
     """The parent and the agent of every span of one trace seen so far."""
 
-    __slots__ = ("agents", "parents")
+    __slots__ = ("agents", "late", "parents")
 
     def __init__(self) -> None:
         self.parents: dict[str, str] = {}
         self.agents: dict[str, str] = {}
+        # Spans some step under them was released before: they name no agent to their steps.
+        self.late: set[str] = set()
 
     def add(self, step: Step) -> None:
         self.parents[step.span_id] = step.parent_span_id
@@ -48,7 +54,10 @@ class Ancestry:
         if step.agent:
             return step.agent
         span = step.span_id
+        late = self.late
         for _ in range(MAX_DEPTH):
+            if span in late:
+                return ""
             agent = self.agents.get(span)
             if agent:
                 return agent
@@ -80,8 +89,20 @@ class Ancestry:
         return False
 
     def fill(self, step: Step) -> None:
-        """Give the step its agent, from its ancestors, if it names none."""
-        if not step.agent:
-            step.agent = self.resolve(step)
-            if step.agent:
-                self.agents.setdefault(step.span_id, step.agent)
+        """Give the step its agent, from its ancestors, if it names none (as it is released:
+        an ancestor not arrived yet is marked late)."""
+        if step.agent:
+            return
+        step.agent = self.resolve(step)
+        if step.agent:
+            self.agents.setdefault(step.span_id, step.agent)
+            return
+        span = step.span_id
+        for _ in range(MAX_DEPTH):
+            parent = self.parents.get(span)
+            if not parent:
+                return
+            if parent not in self.parents:
+                self.late.add(parent)
+                return
+            span = parent
