@@ -4,8 +4,9 @@ recorded turns and tool results, one `mast-otel serve` per door) raise the same 
 mode, rule and the message each points at, run by run.
 
 The importer's findings come from `scripts/real_accuracy.py`'s offline path; the data file is
-found the way that script finds it (skipped when it is not there). The doors run two at a time
-(about four and a half minutes for the importer and all five doors on two cores).
+the one shipped in tests/data. The doors run two at a time (about four and a half minutes for
+the importer and all five doors on two cores); then fifteen runs go again through the four
+doors without tool spans at a model's pace (0.3 s an answer, about two minutes).
 MAST_REPLAY_LATENCY_S=S makes every model answer take S seconds, a real model's pace (0.3 takes
 about fourteen minutes with all doors at once).
 """
@@ -42,8 +43,7 @@ def _real_accuracy() -> Any:
 def corpus(tmp_path_factory):
     accuracy = _real_accuracy()
     data = accuracy.default_data()
-    if not data.is_file():
-        pytest.skip(f"{data}: the tau-bench file is not there")
+    assert data.is_file(), f"{data}: the tau-bench file shipped in tests/data is missing"
     started = time.monotonic()
     importer = {r.index: r.findings for r in accuracy.analyse(data, None, str(TOOLS))}
     imported = time.monotonic() - started
@@ -88,6 +88,40 @@ def test_the_door_finds_what_the_importer_finds(corpus, door):
         f"{len(diffs)} of {len(importer)} runs differ between the importer (-) and "
         f"{door} (+):\n{readable(diffs)}"
     )
+
+
+# Runs replayed again at a model's pace: those whose reading once depended on when spans
+# arrived (the agent span exported last, a change's result known only from the next call's
+# input, a repeated call split between two names of one agent), and a spread of the rest.
+PACED_RUNS = [3, 13, 15, 33, 34, 52, 65, 109, 113, 125, 133, 150, 163, 173, 196]
+PACE_S = 0.3
+
+
+@pytest.fixture(scope="module")
+def paced(corpus, tmp_path_factory):
+    accuracy = _real_accuracy()
+    doors = [name for name in DOORS if name != "openai-v2-tools"]
+    return replay_doors(
+        doors,
+        accuracy.default_data(),
+        str(TOOLS),
+        tmp_path_factory.mktemp("paced"),
+        indices=PACED_RUNS,
+        parallel=len(doors),
+        latency_s=PACE_S,
+    )
+
+
+@pytest.mark.parametrize("door", [name for name in DOORS if name != "openai-v2-tools"])
+def test_at_a_models_pace_the_door_finds_what_the_importer_finds(corpus, paced, door):
+    # Each answer takes PACE_S: the spans of a run arrive over seconds, the agent span last,
+    # each model call's input (the previous call's results, the user's turn) after the window
+    # has released the steps before it.
+    _, importer, _ = corpus
+    got = {i: run.findings for i, run in paced[door].runs.items()}
+    assert sorted(got) == PACED_RUNS
+    diffs = differences({i: importer[i] for i in PACED_RUNS}, got)
+    assert not diffs, f"{door} at {PACE_S}s an answer (+) vs the importer (-):\n{readable(diffs)}"
 
 
 def test_the_recorded_model_answers_in_order_and_refuses_a_drifted_replay():
