@@ -81,6 +81,8 @@ class Run:
     output_tokens: int = field(init=False, default=0)
     models: Counter[str] = field(init=False, default_factory=Counter)
     agents: Counter[str] = field(init=False, default_factory=Counter)
+    # The agents that made model calls: two or more make the run a team's.
+    speakers: set[str] = field(init=False, default_factory=set)
     services: Counter[str] = field(init=False, default_factory=Counter)
     # Which agent each span belongs to (by its nearest agent ancestor), as spans arrive.
     ancestry: Ancestry = field(init=False, default_factory=Ancestry)
@@ -119,6 +121,8 @@ class Run:
             self.llm_calls += 1
             if step.model:
                 self.models[step.model] += 1
+            if step.agent:
+                self.speakers.add(step.agent)
         elif step.kind is _TOOL:
             self.tool_calls += 1
         if step.failed:
