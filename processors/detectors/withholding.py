@@ -2,7 +2,8 @@
 
 Rules, around each hand-off from one agent to another:
 - `redone_after_handoff`: the receiving agent makes a read-only call the sender had already
-  made successfully before handing off: the sender had the result and did not pass it on;
+  made successfully before handing off: the sender had the result and did not pass it on
+  (once the run has changed the system, reading again is checking the change, not redoing);
 - `error_not_passed_on`: the sender saw a tool call fail, and the hand-off message mentions
   neither the failure nor the failing tool; reported once the receiver's next model call shows
   what it was given (or at close), and not when that call's input holds the failure's result
@@ -125,6 +126,7 @@ class Withholding(Detector):
 class _WithholdingRun(DetectorRun):
     __slots__ = (
         "call_ids",
+        "changed",
         "changed_since",
         "consents",
         "detector",
@@ -144,6 +146,9 @@ class _WithholdingRun(DetectorRun):
         self.handed: dict[str, tuple[Step, dict[int, StepRef]]] = {}
         # Once anything changes the system, reading again is checking, not redoing.
         self.changed_since: set[str] = set()
+        # The run changed the system: a receiver reading again what its sender read checks
+        # the change (a verifier's read-back), it does not redo the sender's work.
+        self.changed = False
         self.reported: set[str] = set()
         self.reported_calls: set[int] = set()
         self.consents = Consents(detector.consent)
@@ -180,6 +185,7 @@ class _WithholdingRun(DetectorRun):
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING:
             self.changed_since.update(self.handed)
+            self.changed = True
             return ()
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
         handed = self.handed.get(step.agent)
@@ -245,7 +251,10 @@ class _WithholdingRun(DetectorRun):
     def _on_handoff(self, step: Step, run: Run) -> list[Finding]:
         sender = self.known.get(step.agent, _Knowledge())
         self.handed[step.target_agent] = (step, dict(sender.reads))
-        self.changed_since.discard(step.target_agent)
+        if self.changed:
+            self.changed_since.add(step.target_agent)
+        else:
+            self.changed_since.discard(step.target_agent)
         message = step.input_text.lower()
         unmentioned = [
             f

@@ -38,7 +38,8 @@ class TeamScenario:
     order: tuple[str, ...]
     # Mode → the rule of the one finding of that mode expected (a clean run expects nothing).
     expected: dict[str, str] = field(default_factory=dict)
-    # A tool that fails in this scenario, and its error.
+    # A tool that fails in this scenario, and its error (the tool says so in its result,
+    # "Error: ...", as harnesses that catch a tool's exception do).
     failing: tuple[str, str] = ("", "")
     # The verifier works in a chat of its own, handed only the team's last message (AG2's
     # sequential chats with carryover), after the others' chat.
