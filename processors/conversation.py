@@ -201,8 +201,15 @@ class Conversations:
 
     def on_tool(self, step: Step) -> None:
         """A span ran one of the calls asked for: a tool span, or a hand-off made by calling
-        a tool (`transfer_to_<agent>`)."""
+        a tool (`transfer_to_<agent>`). A call another agent's model asked for, run by an
+        executor agent (AG2's), is the asking agent's: the step is named for it."""
         conversation = self._by_agent.get(step.agent)
+        call_id = step.tool_call_id
+        if call_id and (conversation is None or call_id not in conversation.open_calls):
+            for agent, asking in self._by_agent.items():
+                if agent and agent != step.agent and call_id in asking.open_calls:
+                    step.agent, conversation = agent, asking
+                    break
         if conversation is None or not (step.tool_name or step.tool_call_id):
             return
         conversation.tool_steps_since_call += 1

@@ -45,7 +45,9 @@ _VALUE = r"""[^\s"'\\,;&}]+"""
 DEFAULT_REDACTED_VALUE_PATTERNS: tuple[str, ...] = (
     # HTTP authorization schemes.
     r"(?i:\bbearer\s+)(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)",
-    r"(?i:\bbasic\s+)(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
+    # Basic: a digit, capital, + / or = past the first character ("basic sentences",
+    # "Basic Training" are words).
+    r"(?i:\bbasic\s+)(?=[A-Za-z0-9+/][a-z]*[0-9A-Z+/=])(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
     # AWS access key ids.
     r"\b(?P<secret>(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16})\b",
     # AWS secret keys and session tokens: environment, config files, AWS CLI JSON

@@ -22,6 +22,8 @@ _EVALUATION = StepKind.EVALUATION
 _HANDOFF = StepKind.HANDOFF
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
+# How many of a model call's latest input messages are read for a teammate's named turn.
+_NAMED_TURNS = 8
 
 
 class DetectorRun:
@@ -81,6 +83,9 @@ class Run:
     output_tokens: int = field(init=False, default=0)
     models: Counter[str] = field(init=False, default_factory=Counter)
     agents: Counter[str] = field(init=False, default_factory=Counter)
+    # The agents that spoke: made model calls, or wrote a named turn a model call's input
+    # holds (a group chat's executor). Two or more make the run a team's.
+    speakers: set[str] = field(init=False, default_factory=set)
     services: Counter[str] = field(init=False, default_factory=Counter)
     # Which agent each span belongs to (by its nearest agent ancestor), as spans arrive.
     ancestry: Ancestry = field(init=False, default_factory=Ancestry)
@@ -119,6 +124,10 @@ class Run:
             self.llm_calls += 1
             if step.model:
                 self.models[step.model] += 1
+            if step.agent:
+                self.speakers.add(step.agent)
+                if len(self.speakers) == 1:
+                    self._named_turns(step)
         elif step.kind is _TOOL:
             self.tool_calls += 1
         if step.failed:
@@ -133,6 +142,13 @@ class Run:
             self.services[step.service] += 1
         if step.conversation_id and not self.conversation_id:
             self.conversation_id = step.conversation_id
+
+    def _named_turns(self, step: Step) -> None:
+        """Another agent's named turn among the latest of a model call's input: a teammate."""
+        for message in step.input_history[-_NAMED_TURNS:]:
+            if message.name and message.name != step.agent and message.role == "assistant":
+                self.speakers.add(message.name)
+                return
 
     def implied_handoff(self, step: Step) -> Step | None:
         """A hand-off no span spelled out: another agent starts acting (a sub-agent invoked

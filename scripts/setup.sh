@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Creates .venv with mast-otel, its test tools and the agent frameworks the tests run. Two
-# frameworks pin an older OpenTelemetry SDK (and openai) than the rest, so their agent side
-# gets an environment of its own: .venv-traceloop (OpenLLMetry) and .venv-strands (Strands
-# Agents); the collector under test always runs from .venv. Idempotent.
+# Creates .venv with mast-otel, its test tools and the agent frameworks the tests run. Four
+# frameworks pin an older OpenTelemetry SDK, openai client or protobuf than the rest, so their
+# agent side gets an environment of its own: .venv-traceloop (OpenLLMetry), .venv-strands
+# (Strands Agents), .venv-ag2 (AG2) and .venv-autogen (AutoGen AgentChat); the collector under
+# test always runs from .venv. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,frameworks]'
-for name in traceloop strands; do
+for name in traceloop strands ag2 autogen; do
     python3 -m venv ".venv-$name"
     ".venv-$name/bin/python" -m pip install --quiet --upgrade pip
     ".venv-$name/bin/python" -m pip install --quiet -r "scripts/$name-requirements.txt"

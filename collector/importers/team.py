@@ -15,7 +15,8 @@ under it (`gen_ai.agent.name`, the conversation so far as input, each teammate's
 it named for its agent, the message as output).
 Code blocks (```python / ```sh) in a message that an executor answers are the writing agent's
 tool calls: an `execute_tool` span per block (`bash` with the script as `command`, `python`
-with it as `code`), the executor's reply as result and a non-zero `exitcode: N` as failure.
+with it as `code`), the executor's reply as result and a non-zero `exitcode: N` as failure;
+code another agent speaks after, before any executor ran it, is no call that ran (no span).
 An instruction from one agent to another (`Orchestrator (-> WebSurfer)`) is also a hand-off
 span (`gen_ai.operation.name` handoff, `handoff from A to B`). The task, when the file names it
 apart from the messages (`question`), is the user message the team's first call received.
@@ -182,6 +183,7 @@ def build_run(
     if task and not (opening[0].lower() in HUMAN_ROLES and task.strip() in opening[2]):
         history.append({"role": "user", "parts": [S.text_part(task)]})
     open_calls: list[SpanSpec] = []
+    asked: tuple[SpanSpec, dict[str, Any]] | None = None  # the message that wrote them
     for index, (agent, addressee, text) in enumerate(messages):
         if agent.lower() in HUMAN_ROLES or (index == 0 and agent.lower() == "user"):
             history.append({"role": "user", "parts": [S.text_part(text)]})
@@ -210,6 +212,8 @@ def build_run(
             # An executor with nothing to run: its reply is a teammate's turn, named.
             history.append({"role": "assistant", "name": agent, "parts": [S.text_part(text)]})
             continue
+        if open_calls:
+            _unrun(spans, open_calls, asked)
         open_calls = []
         turn_id = S.span_id_for(trace_id, "turn", str(index))
         spans.append(
@@ -234,27 +238,28 @@ def build_run(
             for cid, (name, args) in zip(call_ids, calls, strict=True)
         ]
         finish = "tool_call" if calls else "stop"
-        spans.append(
-            SpanSpec(
-                S.span_id_for(trace_id, "message", str(index)),
-                "chat",
-                at(index, 1),
-                at(index, 500),
-                turn_id,
-                {
-                    "gen_ai.operation.name": "chat",
-                    "gen_ai.agent.name": agent,
-                    "gen_ai.input.messages": S.input_messages(history),
-                    "gen_ai.output.messages": json.dumps(
-                        [{"role": "assistant", "parts": parts, "finish_reason": finish}],
-                        ensure_ascii=False,
-                    ),
-                    "gen_ai.response.finish_reasons": [finish],
-                    S.MESSAGE_INDEX: index,
-                },
-            )
+        chat = SpanSpec(
+            S.span_id_for(trace_id, "message", str(index)),
+            "chat",
+            at(index, 1),
+            at(index, 500),
+            turn_id,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.agent.name": agent,
+                "gen_ai.input.messages": S.input_messages(history),
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": parts, "finish_reason": finish}],
+                    ensure_ascii=False,
+                ),
+                "gen_ai.response.finish_reasons": [finish],
+                S.MESSAGE_INDEX: index,
+            },
         )
-        history.append({"role": "assistant", "name": agent, "parts": parts})
+        spans.append(chat)
+        said = {"role": "assistant", "name": agent, "parts": parts}
+        history.append(said)
+        asked = (chat, said)
         for offset, ((name, args), call_id) in enumerate(zip(calls, call_ids, strict=True)):
             tool = SpanSpec(
                 S.span_id_for(trace_id, "call", str(index), str(offset)),
@@ -290,3 +295,23 @@ def build_run(
                 )
             )
     return RunSpec(trace_id, spans, service="imported-team", label=where)
+
+
+def _unrun(
+    spans: list[SpanSpec],
+    calls: list[SpanSpec],
+    asked: tuple[SpanSpec, dict[str, Any]] | None,
+) -> None:
+    """Code another agent spoke after, before any executor ran it, was never a call that ran:
+    its spans go, and the message that wrote it asked for no call (its code stays text)."""
+    unrun = {id(call) for call in calls}
+    spans[:] = [span for span in spans if id(span) not in unrun]
+    if asked is None:
+        return
+    chat, said = asked
+    said["parts"] = [part for part in said["parts"] if part.get("type") == "text"]
+    chat.attributes["gen_ai.output.messages"] = json.dumps(
+        [{"role": "assistant", "parts": said["parts"], "finish_reason": "stop"}],
+        ensure_ascii=False,
+    )
+    chat.attributes["gen_ai.response.finish_reasons"] = ["stop"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ class Detector(ABC):
             detector_version=self.version,
             rule=rule,
             confidence=confidence,
-            message=message,
+            message=named_subject(_SPACES.sub(" ", message), at.agent, run),
             evidence_span_ids=evidence_ids,
             evidence={"rule": rule, **values},
             time_ns=at.start_ns,
@@ -126,6 +127,19 @@ class Detector(ABC):
             agent=at.agent,
             model=at.model,
         )
+
+
+_NAMELESS = ("the model ", "the agent ")
+# A finding's message is one line of prose: a quoted table's padding is one space.
+_SPACES = re.compile(r"[ \t]{2,}")
+
+
+def named_subject(message: str, agent: str, run: Run) -> str:
+    """In a team's run (two or more agents made model calls) a finding's "the model ..." /
+    "the agent ..." names the agent it shows at: which of the team said it."""
+    if agent and len(run.speakers) > 1 and agent in run.speakers and message.startswith(_NAMELESS):
+        return agent + message[message.index(" ", 4) :]
+    return message
 
 
 def stretch_cost(run: Run, evidence: Sequence[Step | StepRef]) -> Cost:

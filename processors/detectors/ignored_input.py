@@ -5,7 +5,9 @@ Rules, around each hand-off:
   having made at least `min_receiver_calls` tool calls, never touched any of them (checked when
   the receiver hands off again or the run closes);
 - `repeated_failed_action`: the hand-off message says something failed, and the receiver
-  makes the very call the sender saw fail.
+  makes the very call the sender saw fail;
+- `instruction_reissued` (ignored_input_reissued.py): in a team's run, an agent gives the same
+  instruction `reissued_instruction_count` times while no teammate makes a tool call.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mast_otel.processors.detectors.base import Detector, DetectorFactory, short
+from mast_otel.processors.detectors.ignored_input_reissued import ReissuedInstructions
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -21,6 +24,7 @@ from mast_otel.processors.run import DetectorRun, Run
 # class is several. Private to this module's per-step code.
 _HANDOFF = StepKind.HANDOFF
 _TOOL = StepKind.TOOL
+_LLM = StepKind.LLM
 
 _FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
 # The receiver's first calls a finding cites; later ones are only counted.
@@ -45,6 +49,9 @@ class IgnoredInputConfig:
     enabled: bool = True
     # The receiver must have made at least this many tool calls for "never acted on it".
     min_receiver_calls: int = 2
+    # In a team's run: the times one agent gives the same instruction, with no teammate making
+    # a tool call in between, that show it was ignored (0 turns the rule off).
+    reissued_instruction_count: int = 3
 
     def validate(self) -> None:
         """Every value of this section is valid."""
@@ -61,8 +68,8 @@ class IgnoredInput(Detector):
 
 
 class _IgnoredInputRun(DetectorRun):
-    __slots__ = ("assignments", "config", "detector", "failed_by_agent", "reported")
-    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL})
+    __slots__ = ("assignments", "config", "detector", "failed_by_agent", "reissued", "reported")
+    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL, StepKind.LLM})
 
     def __init__(self, detector: IgnoredInput) -> None:
         self.detector = detector
@@ -70,10 +77,35 @@ class _IgnoredInputRun(DetectorRun):
         self.failed_by_agent: dict[str, set[str]] = {}
         self.assignments: dict[str, _Assignment] = {}  # receiver → what it was handed
         self.reported: set[str] = set()
+        self.reissued = ReissuedInstructions(self.config.reissued_instruction_count)
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         classifier = self.detector.classifier
         findings: list[Finding] = []
+        found = self.reissued.step(step, run)
+        if found is not None:
+            others = ", ".join(found.answered_by) or "no teammate"
+            findings.append(
+                self.detector.finding(
+                    at=found.given[-1],
+                    rule="instruction_reissued",
+                    confidence=0.7,
+                    message=(
+                        f"{found.agent} gave the same instruction {len(found.given)} times "
+                        f"({found.text!r}); {others} answered without a single tool call"
+                    ),
+                    evidence=found.given,
+                    values={
+                        "sender": found.agent,
+                        "receivers": found.answered_by,
+                        "instruction": found.text,
+                        "times": len(found.given),
+                    },
+                    run=run,
+                )
+            )
+        if step.kind is _LLM:
+            return findings
         if step.kind is _HANDOFF and step.target_agent:
             previous = self.assignments.pop(step.agent, None)
             if previous is not None:

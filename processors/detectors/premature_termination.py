@@ -260,7 +260,7 @@ class _PrematureRun(DetectorRun):
 
     def _ending(self, run: Run) -> Iterable[Finding]:
         tool, model = self.last_tool, self.last_model
-        final = model if model is not None and is_final_answer(model) else None
+        final = model if model is not None and is_final_answer(model, run) else None
         ended_on_model = model is not None and (tool is None or model.start_ns >= tool.start_ns)
         if ended_on_model and model is not None and self.content_seen and _blank(model):
             return [

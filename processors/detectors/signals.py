@@ -9,8 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from mast_otel.processors.model import Step, StepKind
+
+if TYPE_CHECKING:
+    from mast_otel.processors.run import Run
 
 
 @dataclass
@@ -136,17 +140,49 @@ class Signals:
         return Health.UNKNOWN
 
 
-def is_final_answer(step: Step) -> bool:
+# A team's last word: a message that is or ends with AG2's TERMINATE, or that gives the
+# orchestrator's conclusion (Magentic-One's `FINAL ANSWER:`).
+LAST_WORD = re.compile(r"\bTERMINATE\W*\Z|(?:\A|\n)\W*FINAL ANSWER\s*:", re.IGNORECASE)
+_TERMINATE = re.compile(r"\s*\bTERMINATE\W*\Z", re.IGNORECASE)
+
+
+def is_team(run: Run | None) -> bool:
+    """Two or more agents made model calls in the run: each message without a call is a turn
+    of the team's conversation, not an answer."""
+    return run is not None and len(run.speakers) > 1
+
+
+def may_be_team(run: Run) -> bool:
+    """One agent has spoken so far, under a root agent that is not it: a team whose other
+    members have not spoken yet (a group chat), or a workflow around one agent."""
+    root = run.root
+    return (
+        len(run.speakers) == 1
+        and root is not None
+        and bool(root.agent)
+        and root.agent not in run.speakers
+    )
+
+
+def is_final_answer(step: Step, run: Run | None = None) -> bool:
     """A model call that answers instead of calling a tool: the agent thinks it is done. A
-    question to the user is not an answer."""
+    question to the user is not an answer. In a team's run (`is_team`) the final answer is
+    the team's last word (`LAST_WORD`), not any message without a call."""
     if step.kind is not StepKind.LLM or step.tool_calls:
         return False
+    if is_team(run):
+        return bool(LAST_WORD.search(step.output_text))
     if step.output_text.rstrip().endswith("?"):
         return False
     reason = step.finish_reason.lower()
     if reason in ("tool_calls", "tool_use", "function_call", "length", "max_tokens"):
         return False
     return bool(step.output_text.strip())
+
+
+def without_last_word(text: str) -> str:
+    """A team's message without the TERMINATE that ends it (empty for a bare TERMINATE)."""
+    return _TERMINATE.sub("", text).strip()
 
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9._-]{2,}")

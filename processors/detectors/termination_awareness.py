@@ -8,7 +8,8 @@ Rules:
 - `calls_after_final_answer`: an agent gave its final answer (a model call answering rather
   than calling a tool, with no user turn after it) and then kept calling tools itself; a
   text-only turn the user or another agent answers is a turn of the conversation, not the
-  final answer;
+  final answer; in a team's run (`signals.is_team`) the final answer is the team's last word
+  (TERMINATE, the orchestrator's `FINAL ANSWER:`), and any agent's call after it is reported;
 - `calls_after_success`: a check after a change (a read of the changed resource, as FM-3.2
   counts one: `classify.covers`) already showed the resource healthy, and the agent made
   `calls_after_success` more tool calls regardless, before the user spoke again;
@@ -27,8 +28,13 @@ from dataclasses import dataclass
 
 from mast_otel.processors import conventions
 from mast_otel.processors.classify import ActionKind, Target, checks
-from mast_otel.processors.detectors.base import Detector, DetectorFactory
-from mast_otel.processors.detectors.signals import Health, is_final_answer
+from mast_otel.processors.detectors.base import Detector, DetectorFactory, short
+from mast_otel.processors.detectors.signals import (
+    Health,
+    is_final_answer,
+    is_team,
+    may_be_team,
+)
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -41,6 +47,8 @@ _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
 _ESCALATION = ActionKind.ESCALATION
+# Where a team's last word is kept: it ends the conversation for all of its agents.
+_TEAM = "\x00team"
 
 
 @dataclass
@@ -90,6 +98,7 @@ class _TerminationRun(DetectorRun):
         "detector",
         "final_answer",
         "healthy_check",
+        "held",
         "last_step",
         "reported",
         "steps",
@@ -104,6 +113,9 @@ class _TerminationRun(DetectorRun):
         self.final_answer: dict[str, Step] = {}  # agent → its final answer
         # Per agent, its calls after its final answer, up to the number that is reported.
         self.after_final: dict[str, list[StepRef]] = {}
+        # A finding on calls after an answer, held while the run may still turn out to be a
+        # team's (`signals.may_be_team`): reported at close unless another agent speaks.
+        self.held: tuple[Step, list[Step | StepRef], str, dict[str, object]] | None = None
         self.changed_targets: frozenset[Target] = frozenset()
         self.healthy_check: StepRef | None = None
         # Calls after a healthy check, up to the number that is reported.
@@ -158,14 +170,25 @@ class _TerminationRun(DetectorRun):
             if self.budget and self.steps == self.budget + self.config.steps_past_budget:
                 findings.extend(self._past_budget(step, run))
         if step.kind is _LLM:
+            if is_team(run) and (
+                self.held is not None
+                or len(self.final_answer) > 1
+                or (self.final_answer and _TEAM not in self.final_answer)
+            ):
+                # A teammate spoke: the earlier answers were turns of the team's conversation.
+                self.held = None
+                for agent in [a for a in self.final_answer if a != _TEAM]:
+                    del self.final_answer[agent]
+                    self.after_final.pop(agent, None)
             if self.final_answer and step.agent:
                 # Another agent answering is a teammate's turn of the conversation: the
                 # earlier text-only turns were messages to it, not final answers.
-                for agent in [a for a in self.final_answer if a != step.agent]:
+                for agent in [a for a in self.final_answer if a not in (step.agent, _TEAM)]:
                     if agent not in self.after_final:
                         del self.final_answer[agent]
-            if is_final_answer(step):
-                self.final_answer.setdefault(step.agent, step)
+            if is_final_answer(step, run):
+                # A team's last word ends the conversation for every one of its agents.
+                self.final_answer.setdefault(_TEAM if is_team(run) else step.agent, step)
             return findings
         if step.kind is not _TOOL or not step.tool_name:
             return findings
@@ -181,28 +204,39 @@ class _TerminationRun(DetectorRun):
                 ref,
             )
         )
-        answer = self.final_answer.get(step.agent)
+        key = _TEAM if _TEAM in self.final_answer else step.agent
+        answer = self.final_answer.get(key)
         calls_after = self.config.calls_after_final_answer
         if answer is not None:
-            calls = self.after_final.setdefault(step.agent, [])
+            calls = self.after_final.setdefault(key, [])
             if len(calls) < calls_after:
                 calls.append(ref)
                 if len(calls) == calls_after:
-                    findings.extend(
-                        self._report(
-                            "calls_after_final_answer",
-                            step,
-                            [answer, *calls],
-                            0.75,
-                            f"{step.agent or 'the agent'} kept calling tools after its final "
-                            "answer",
-                            {
-                                "final_answer": answer.output_text[:200],
-                                "calls_after": len(calls),
-                            },
-                            run,
-                        )
+                    message = (
+                        f"{step.agent or 'the agent'} kept calling tools after its final answer"
+                        if key != _TEAM
+                        else f"{step.agent} ran {step.tool_name} after {answer.agent} had ended "
+                        f"the team's conversation ({short(answer.output_text, 80)!r})"
                     )
+                    values: dict[str, object] = {
+                        "final_answer": answer.output_text[:200],
+                        "calls_after": len(calls),
+                    }
+                    if key != _TEAM and may_be_team(run):
+                        if self.held is None:
+                            self.held = (step, [answer, *calls], message, values)
+                    else:
+                        findings.extend(
+                            self._report(
+                                "calls_after_final_answer",
+                                step,
+                                [answer, *calls],
+                                0.75,
+                                message,
+                                values,
+                                run,
+                            )
+                        )
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING and not step.failed:
             self.changed_targets = action.refs
@@ -237,10 +271,16 @@ class _TerminationRun(DetectorRun):
         return findings
 
     def on_close(self, run: Run) -> Iterable[Finding]:
+        held: list[Finding] = []
+        if self.held is not None and not is_team(run):
+            at, evidence, message, values = self.held
+            held = self._report(
+                "calls_after_final_answer", at, evidence, 0.75, message, values, run
+            )
         loop = list(self._ended_in_loop(run))
         if loop:
-            return loop
-        return self._ended_mid_work(run)
+            return held + loop
+        return [*held, *self._ended_mid_work(run)]
 
     def _ended_mid_work(self, run: Run) -> Iterable[Finding]:
         minimum = self.config.ended_mid_work_min_calls
@@ -271,7 +311,7 @@ class _TerminationRun(DetectorRun):
         last = self.tail[-1][1]
         # The last model or tool step (a framework's own chain spans may start after it).
         final = next((s for s in reversed(run.window) if s.kind in (_LLM, _TOOL)), None)
-        if len(tokens) != 1 or (final and final.kind is _LLM and is_final_answer(final)):
+        if len(tokens) != 1 or (final and final.kind is _LLM and is_final_answer(final, run)):
             return ()
         steps = [s for _, s in self.tail]
         return self._report(

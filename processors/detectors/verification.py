@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind, Target, checks
 from mast_otel.processors.detectors.base import json_doc
-from mast_otel.processors.detectors.signals import Signals, is_final_answer
+from mast_otel.processors.detectors.signals import (
+    Signals,
+    is_final_answer,
+    is_team,
+    without_last_word,
+)
 from mast_otel.processors.model import Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -71,15 +76,25 @@ class ChangeLedger:
         self.changes: list[Change] = []
         self.dropped = 0
         self.final_answer: Step | None = None
+        # The last message without a call since the last call (a team's conclusion).
+        self.said: Step | None = None
         self.last_read: Step | None = None
 
     def observe(self, step: Step, run: Run) -> None:
         if step.kind is _LLM:
-            self.final_answer = step if is_final_answer(step) else None
+            if not is_final_answer(step, run):
+                self.final_answer = None
+                self.said = step if step.output_text.strip() and not step.tool_calls else None
+            elif is_team(run) and not without_last_word(step.output_text):
+                # A bare TERMINATE: what the team concluded is the message before it.
+                self.final_answer = self.said or step
+            else:
+                self.final_answer = step
             return
         if step.kind is not _TOOL or not step.tool_name or step.failed:
             return
         self.final_answer = None
+        self.said = None
         if step.result_unknown:
             return  # whether the change happened is not known: neither checked nor unchecked
         action = self.classifier.classify(step.tool_name, step.tool_arguments)

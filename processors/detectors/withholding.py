@@ -2,11 +2,14 @@
 
 Rules, around each hand-off from one agent to another:
 - `redone_after_handoff`: the receiving agent makes a read-only call the sender had already
-  made successfully before handing off: the sender had the result and did not pass it on;
+  made successfully before handing off: the sender had the result and did not pass it on
+  (once the run has changed the system, reading again is checking the change, not redoing);
 - `error_not_passed_on`: the sender saw a tool call fail, and the hand-off message mentions
   neither the failure nor the failing tool; reported once the receiver's next model call shows
   what it was given (or at close), and not when that call's input holds the failure's result
-  itself: in a team's shared conversation (a group chat) the receiver reads the failure.
+  itself (or the failed call's answer, by its call id): in a team's shared conversation (a
+  group chat) the receiver reads the failure. Neither rule reports a call whose result the
+  receiver's model input held (`redone_after_handoff` then is a check, not a redo).
 
 And towards the user: `unpriced_consent` (withholding_consent.py), a yes asked for a change
 that names a means of payment, with no amount told.
@@ -122,6 +125,8 @@ class Withholding(Detector):
 
 class _WithholdingRun(DetectorRun):
     __slots__ = (
+        "call_ids",
+        "changed",
         "changed_since",
         "consents",
         "detector",
@@ -129,6 +134,7 @@ class _WithholdingRun(DetectorRun):
         "known",
         "reported",
         "reported_calls",
+        "seen",
         "unseen_errors",
     )
     kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL, StepKind.LLM, StepKind.HUMAN})
@@ -140,24 +146,36 @@ class _WithholdingRun(DetectorRun):
         self.handed: dict[str, tuple[Step, dict[int, StepRef]]] = {}
         # Once anything changes the system, reading again is checking, not redoing.
         self.changed_since: set[str] = set()
+        # The run changed the system: a receiver reading again what its sender read checks
+        # the change (a verifier's read-back), it does not redo the sender's work.
+        self.changed = False
         self.reported: set[str] = set()
         self.reported_calls: set[int] = set()
         self.consents = Consents(detector.consent)
-        # Receiver → (error_not_passed_on finding, the failure's text) until its next call.
-        self.unseen_errors: dict[str, tuple[Finding, str]] = {}
+        # Receiver → (error_not_passed_on finding, the failure's text, its call id) until its
+        # next call.
+        self.unseen_errors: dict[str, tuple[Finding, str, str]] = {}
+        # A tool step's call id, by span (the reads and failures remembered name their span).
+        self.call_ids: dict[str, str] = {}
+        # Receiver → the call ids whose results its latest model input held.
+        self.seen: dict[str, frozenset[str]] = {}
 
     def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
         if step.kind is _LLM and step.agent in self.unseen_errors:
-            finding, failure = self.unseen_errors.pop(step.agent)
-            if not _holds(step, failure):
+            finding, failure, call_id = self.unseen_errors.pop(step.agent)
+            if not _holds(step, failure, call_id):
                 return [finding, *self.on_step(step, run)]
         unpriced = self.consents.step(step, run)
         if unpriced is not None:
             return [self._unpriced(unpriced, run)]
         if step.kind is _HANDOFF and step.target_agent:
             return self._on_handoff(step, run)
+        if step.kind is _LLM and step.agent in self.handed:
+            self.seen[step.agent] = _results_held(step)
         if step.kind is not _TOOL or not step.tool_name:
             return ()
+        if step.tool_call_id and len(self.call_ids) < _MAX_CALLS_PER_AGENT:
+            self.call_ids[step.span_id] = step.tool_call_id
         knowledge = self.known.setdefault(step.agent, _Knowledge())
         classifier = self.detector.classifier
         if step.failed:
@@ -167,6 +185,7 @@ class _WithholdingRun(DetectorRun):
         action = classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is _MUTATING:
             self.changed_since.update(self.handed)
+            self.changed = True
             return ()
         key = hash(classifier.canonical_call(step.tool_name, step.tool_arguments))
         handed = self.handed.get(step.agent)
@@ -176,9 +195,11 @@ class _WithholdingRun(DetectorRun):
             return ()
         if step.agent in self.changed_since:
             return ()
-        self.reported_calls.add(key)
         handoff, sender_reads = handed
         earlier = sender_reads[key]
+        if self.call_ids.get(earlier.span_id, "\x00") in self.seen.get(step.agent, ()):
+            return ()  # its model input held the result: a shared conversation passed it on
+        self.reported_calls.add(key)
         return [
             self.detector.finding(
                 at=step,
@@ -230,7 +251,10 @@ class _WithholdingRun(DetectorRun):
     def _on_handoff(self, step: Step, run: Run) -> list[Finding]:
         sender = self.known.get(step.agent, _Knowledge())
         self.handed[step.target_agent] = (step, dict(sender.reads))
-        self.changed_since.discard(step.target_agent)
+        if self.changed:
+            self.changed_since.add(step.target_agent)
+        else:
+            self.changed_since.discard(step.target_agent)
         message = step.input_text.lower()
         unmentioned = [
             f
@@ -261,21 +285,30 @@ class _WithholdingRun(DetectorRun):
                 run=run,
             ),
             failure,
+            self.call_ids.get(failed.span_id, ""),
         )
         return []
 
     def on_close(self, run: Run) -> Iterable[Finding]:
-        found = [finding for finding, _ in self.unseen_errors.values()]
+        found = [finding for finding, _, _ in self.unseen_errors.values()]
         self.unseen_errors.clear()
         return found
 
 
-def _holds(step: Step, failure: str) -> bool:
-    """Whether a model call's input holds the failure's result (its opening words)."""
+def _holds(step: Step, failure: str, call_id: str) -> bool:
+    """Whether a model call's input holds the failure's result: its opening words, or the
+    failed call's answer (a tool message with its call id, whatever text the span kept)."""
+    if call_id and call_id in _results_held(step):
+        return True
     words = " ".join(failure.split())[:_SEEN_CHARS]
     if not words:
         return False
     return any(words in " ".join(m.text.split()) for m in step.input_history)
+
+
+def _results_held(step: Step) -> frozenset[str]:
+    """The call ids of the tool results a model call's input holds."""
+    return frozenset(m.call_id for m in step.input_history if m.role == "tool" and m.call_id)
 
 
 FACTORY = DetectorFactory(

@@ -83,8 +83,10 @@ class RootRecorder(SpanProcessor):
         runs[name] = self.trace_ids[before:]
 
 
-def tracer_provider(service: str):  # type: ignore[no-untyped-def]
-    """The SDK's provider with a batching OTLP exporter, set as the global one."""
+def tracer_provider(service: str, set_global: bool = True):  # type: ignore[no-untyped-def]
+    """The SDK's provider with a batching OTLP exporter, set as the global one (unless told
+    not to: a framework's own tracing then stays off, an instrumentation given the provider
+    traces alone)."""
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -94,7 +96,8 @@ def tracer_provider(service: str):  # type: ignore[no-untyped-def]
     recorder = RootRecorder()
     provider.add_span_processor(recorder)  # type: ignore[arg-type]
     provider.add_span_processor(BatchSpanProcessor(span_exporter(), schedule_delay_millis=200))
-    trace.set_tracer_provider(provider)
+    if set_global:
+        trace.set_tracer_provider(provider)
     return provider, recorder
 
 

@@ -34,11 +34,30 @@ class Turn:
 @dataclass
 class Script:
     turns: list[Turn] = field(default_factory=list)
+    # A team's script: each agent's own turns, the agent named in its instructions
+    # ("You are NAME."), its turn the number of its own earlier answers in the conversation
+    # (assistant messages named for it or for no one: a teammate's are named for the teammate).
+    agents: dict[str, list[Turn]] = field(default_factory=dict)
 
     def turn(self, tool_results: int) -> Turn:
         if tool_results < len(self.turns):
             return self.turns[tool_results]
         return self.turns[-1] if self.turns and not self.turns[-1].calls else Turn(answer="done")
+
+    def agent_turn(self, body: dict[str, Any]) -> Turn | None:
+        """The turn of the team agent whose instructions the request carries (None outside a
+        team's script)."""
+        messages = body.get("messages") or []
+        system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+        for name, turns in self.agents.items():
+            if f"You are {name}." in system:
+                own = sum(
+                    1
+                    for m in messages
+                    if m.get("role") == "assistant" and m.get("name") in (None, name)
+                )
+                return turns[own] if own < len(turns) else Turn(answer="TERMINATE")
+        return None
 
 
 def _chat_tool_results(body: dict[str, Any]) -> int:
@@ -81,7 +100,9 @@ class ModelServer:
                 with server._lock:
                     server.requests.append({"path": self.path, "body": body})
                 if self.path.rstrip("/").endswith("/chat/completions"):
-                    turn = server.script.turn(_chat_tool_results(body))
+                    turn = server.script.agent_turn(body) or server.script.turn(
+                        _chat_tool_results(body)
+                    )
                     if body.get("stream"):
                         self._sse(server._chat_chunks(body, turn))
                     else:
@@ -126,6 +147,10 @@ class ModelServer:
 
     def play(self, turns: list[Turn]) -> None:
         self.script = Script(list(turns))
+
+    def play_team(self, agents: dict[str, list[Turn]]) -> None:
+        """Each team agent's own turns (see `Script.agent_turn`)."""
+        self.script = Script(agents={name: list(turns) for name, turns in agents.items()})
 
     def _next_id(self, prefix: str) -> str:
         with self._lock:
