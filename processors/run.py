@@ -186,7 +186,7 @@ class Run:
         root = self.root
         outcome, score = run_outcome(self.attributes)
         blamed = (
-            self.trail.attribution()
+            self.trail.attribution(root.agent if root else "")
             if outcome == "failure" or self.mode_counts
             else RunAttribution()
         )

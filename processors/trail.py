@@ -60,7 +60,10 @@ class Trail:
     result_open: bool = False
 
     def add(self, step: Step) -> None:
-        """A released step (counted: its position is the run's step index)."""
+        """A released step (counted: its position is the run's step index, a root agent or
+        workflow span not counted: it arrives first from a file and last from a live agent)."""
+        if step.is_root and step.kind not in (_LLM, _TOOL, _HUMAN):
+            return
         self.position += 1
         kind = step.kind
         if kind is _TOOL and self.marks and self.result_open:
@@ -77,7 +80,8 @@ class Trail:
             return
         if len(self.marks) >= MAX_TURNS:
             return
-        if kind is _LLM and step.agent:
+        if kind is _LLM:
+            # An unnamed agent (its name came after its steps) is one agent: named at the end.
             text = step.output_text[:TEXT_CHARS]
             turn = Turn(step.agent, "", text, code=bool(step.tool_calls))
         elif kind is _TOOL:
@@ -96,8 +100,9 @@ class Trail:
                 (self.position, finding.finding_id, finding.mode, finding.rule, finding.span_id)
             )
 
-    def attribution(self) -> RunAttribution:
-        """The decisive step, the responsible agent and the chain that led there."""
+    def attribution(self, unnamed: str = "") -> RunAttribution:
+        """The decisive step, the responsible agent and the chain that led there; turns of an
+        agent whose name came only after them are `unnamed`'s (the run's root agent)."""
         if not self.marks:
             return RunAttribution()
         found = attribute([mark.turn for mark in self.marks])
@@ -116,12 +121,13 @@ class Trail:
                 {
                     "step": mark.position,
                     "span_id": mark.span_id,
-                    "agent": mark.turn.agent,
+                    "agent": mark.turn.agent or unnamed,
                     "why": found.rule if index == found.step else _role(mark.turn),
                 }
             )
         chain = json.dumps(links, separators=(",", ":"), ensure_ascii=False)
-        return RunAttribution(decisive.span_id, decisive.position, found.agent, chain)
+        agent = found.agent or unnamed
+        return RunAttribution(decisive.span_id, decisive.position, agent, chain)
 
 
 def _role(turn: Turn) -> str:

@@ -135,3 +135,33 @@ def test_the_chain_starts_at_the_finding_after_the_decisive_step() -> None:
 def test_a_run_with_nothing_to_attribute_names_nothing() -> None:
     found = Trail().attribution()
     assert (found.span_id, found.step, found.agent, found.chain) == ("", -1, "", "")
+
+
+def test_the_attribution_does_not_depend_on_when_the_root_arrives() -> None:
+    # From a file the root agent span comes first; from a live agent it comes last, and the
+    # model calls released before it carry no agent (their agent is named by the root only).
+    def turns(agent: str) -> list[Step]:
+        steps = [
+            _step("01", StepKind.HUMAN, "", input_text="Is checkout healthy?"),
+            _step("02", StepKind.LLM, agent, output_text="Restarting it."),
+            _step("03", StepKind.TOOL, agent, tool_name="restart", tool_result="ok"),
+            _step("04", StepKind.LLM, agent, output_text="Fixed: checkout is healthy."),
+        ]
+        for step in steps:
+            step.parent_span_id = "00"
+        return steps
+
+    root = _step("00", StepKind.AGENT, "sre")
+    first, last = Trail(), Trail()
+    for step in [root, *turns("sre")]:
+        first.add(step)
+    for step in [*turns(""), root]:
+        last.add(step)
+    imported, live = first.attribution("sre"), last.attribution("sre")
+    assert imported.step >= 0 and imported.agent == "sre"
+    assert (live.span_id, live.step, live.agent, live.chain) == (
+        imported.span_id,
+        imported.step,
+        imported.agent,
+        imported.chain,
+    )

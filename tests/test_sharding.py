@@ -214,6 +214,16 @@ def finding_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
 
 def assert_same_results(outcome: Outcome) -> None:
     assert len(outcome.baseline_signatures) == len(SCENARIOS) * len(DIALECTS)
+    differing = {
+        trace: {
+            key: (value, outcome.baseline_signatures[trace].get(key))
+            for key, value in signature.items()
+            if outcome.baseline_signatures[trace].get(key) != value
+        }
+        for trace, signature in outcome.fleet_signatures.items()
+        if signature != outcome.baseline_signatures.get(trace)
+    }
+    assert not differing, f"fleet vs one collector, per field: {differing}"
     assert outcome.fleet_signatures == outcome.baseline_signatures
     base = sorted(outcome.baseline_findings, key=finding_key)
     fleet = sorted(outcome.fleet_findings, key=finding_key)
