@@ -4,9 +4,9 @@ pydantic-ai agent, the recorded turns and tool results, one `mast-otel serve` pe
 the same findings, mode, rule and the message each points at, run by run.
 
 The importer's findings come from `scripts/real_accuracy.py`'s offline path; the data file is
-the one shipped in tests/data. The doors run two at a time (about five minutes for the importer
-and all six doors on two cores); then fifteen runs go again through every door but
-openai-v2-tools at a model's pace (0.3 s an answer, about two minutes).
+the one shipped in tests/data. The doors run two at a time; then fifteen runs go again through
+every door but openai-v2-tools at a model's pace (0.3 s an answer); all of it about five and a
+half minutes on two cores.
 MAST_REPLAY_LATENCY_S=S makes every model answer take S seconds, a real model's pace (0.3 takes
 about fourteen minutes with all doors at once).
 """
