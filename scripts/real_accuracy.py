@@ -44,7 +44,8 @@ Doors (--door NAME, repeatable, or --doors all): the same runs also replayed thr
 instrumentation (`tests/replay/`: a real OpenAI client answered by a loopback server with each
 run's recorded turns, the recorded tool results and user turns in their places, one
 `mast-otel serve` per door; doors: openai-v2-span, openai-v2-events, openinference,
-openllmetry, openai-v2-tools), the findings read back from each door's store. For every door
+openllmetry, openai-v2-tools, pydantic-ai: a pydantic-ai `Agent` playing the run with its own
+instrumentation), the findings read back from each door's store. For every door
 the same figures per label set, a summary across doors, the share of runs where the door finds
 the same modes as the importer, and the runs whose findings (mode, rule, message index) differ
 from the importer's, each differing finding on a line (`-` only the importer, `+` only the

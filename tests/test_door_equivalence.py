@@ -1,12 +1,12 @@
 """Door equivalence on real runs: tau-bench's 200 airline runs read through the chat-transcript
-importer and replayed through real instrumentation (`tests/replay/`: a real OpenAI client, the
-recorded turns and tool results, one `mast-otel serve` per door) raise the same findings,
-mode, rule and the message each points at, run by run.
+importer and replayed through real instrumentation (`tests/replay/`: a real OpenAI client or a
+pydantic-ai agent, the recorded turns and tool results, one `mast-otel serve` per door) raise
+the same findings, mode, rule and the message each points at, run by run.
 
 The importer's findings come from `scripts/real_accuracy.py`'s offline path; the data file is
-the one shipped in tests/data. The doors run two at a time (about four and a half minutes for
-the importer and all five doors on two cores); then fifteen runs go again through the four
-doors without tool spans at a model's pace (0.3 s an answer, about two minutes).
+the one shipped in tests/data. The doors run two at a time; then fifteen runs go again through
+every door but openai-v2-tools at a model's pace (0.3 s an answer); all of it about five and a
+half minutes on two cores.
 MAST_REPLAY_LATENCY_S=S makes every model answer take S seconds, a real model's pace (0.3 takes
 about fourteen minutes with all doors at once).
 """

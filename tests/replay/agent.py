@@ -1,5 +1,6 @@
 """The agent side of a replay: recorded runs played again through a real OpenAI client and a
-real instrumentation, exported over OTLP to a collector.
+real instrumentation (or a real agent framework and its own), exported over OTLP to a
+collector.
 
 `python -m tests.replay.agent` with, in the environment:
 - MAST_REPLAY_DOOR: which instrumentation (`tests.replay.doors.DOORS`);
@@ -22,7 +23,9 @@ as a harness that stops on it does). The reward goes on the root span as a
 `gen_ai.evaluation.result` event. With the door's `tool_spans`, each call runs inside the
 agent's own `execute_tool <tool>` span (GenAI conventions; a result starting with `Error` is
 the tool's failure, as tau-bench's environment turns exceptions into such results, so the
-span's status is an error).
+span's status is an error). The `pydantic-ai` door plays the same run with a pydantic-ai
+`Agent` instead of the loop (`replay_pydantic_ai_run`): its model calls, tool calls and spans
+are the framework's.
 
 What it writes (JSON): per run its position, trace id, and for every span it started the
 message index of the recording the span stands for: a model call's span the assistant message
@@ -33,6 +36,7 @@ replay: nothing of it is put on the spans.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import os
@@ -88,8 +92,8 @@ class Bookkeeper:
 
 
 def door_setup(door: str, book: Bookkeeper) -> tuple[Any, Any, bool]:
-    """Instrument the OpenAI client for `door`: (tracer provider, logger provider or None,
-    whether the agent wraps its tool calls in spans of its own)."""
+    """Instrument the OpenAI client (or pydantic-ai) for `door`: (tracer provider, logger
+    provider or None, whether the agent wraps its tool calls in spans of its own)."""
     if door == "openllmetry":
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from traceloop.sdk import Traceloop
@@ -114,6 +118,14 @@ def door_setup(door: str, book: Bookkeeper) -> tuple[Any, Any, bool]:
     provider.add_span_processor(book)  # type: ignore[arg-type]
     provider.add_span_processor(BatchSpanProcessor(agent_side.span_exporter(), **BATCH))
     trace.set_tracer_provider(provider)
+    if door == "pydantic-ai":
+        # The framework's own instrumentation (GenAI conventions, content on the spans).
+        from pydantic_ai import Agent
+        from pydantic_ai.models.instrumented import InstrumentationSettings
+
+        settings = InstrumentationSettings(tracer_provider=provider, include_content=True)
+        Agent.instrument_all(settings)
+        return provider, None, False
     if door == "openinference":
         from openinference.instrumentation.openai import OpenAIInstrumentor as OIInstrumentor
 
@@ -202,15 +214,106 @@ def replay_run(
                 messages.append(sent_form(traj[i]))
                 i += 1
         POSITION.set(0)
-        if isinstance(reward, int | float) and not isinstance(reward, bool):
-            root.add_event(
-                "gen_ai.evaluation.result",
-                {
-                    "gen_ai.evaluation.name": "task_reward",
-                    "gen_ai.evaluation.score.value": float(reward),
-                    "gen_ai.evaluation.score.label": "pass" if reward >= 1.0 else "fail",
-                },
+        add_reward(root, reward)
+
+
+def add_reward(root: Any, reward: Any) -> None:
+    """The run's reward on its root span as a `gen_ai.evaluation.result` event."""
+    if isinstance(reward, int | float) and not isinstance(reward, bool):
+        root.add_event(
+            "gen_ai.evaluation.result",
+            {
+                "gen_ai.evaluation.name": "task_reward",
+                "gen_ai.evaluation.score.value": float(reward),
+                "gen_ai.evaluation.score.label": "pass" if reward >= 1.0 else "fail",
+            },
+        )
+
+
+def recorded_tools(traj: list[dict[str, Any]], tools: list[Any]) -> list[Any]:
+    """pydantic-ai tools from the JSON schemas offered, each returning the result the run
+    recorded for the call (found after the assistant message that requested it)."""
+    from pydantic_ai import RunContext, Tool
+
+    def make(name: str) -> Any:
+        def call(ctx: RunContext[None], **arguments: Any) -> str:
+            i = POSITION.get() + 1
+            while i < len(traj) and traj[i]["role"] == "tool":
+                if traj[i].get("tool_call_id") == ctx.tool_call_id:
+                    return str(traj[i].get("content") or "")
+                i += 1
+            raise LookupError(f"no recorded result for {name} call {ctx.tool_call_id}")
+
+        return call
+
+    made = []
+    for tool in tools:
+        function = tool.get("function") or tool
+        made.append(
+            Tool.from_schema(
+                make(function["name"]),
+                function["name"],
+                function.get("description"),
+                function.get("parameters") or {"type": "object", "properties": {}},
+                takes_ctx=True,
             )
+        )
+    return made
+
+
+async def replay_pydantic_ai_run(
+    base_url: str, tracer: Any, traj: list[dict[str, Any]], reward: Any, tools: list[Any]
+) -> None:
+    """One recorded run through a pydantic-ai `Agent`, as one trace: the recorded system prompt
+    as the agent's, one agent run per recorded user turn continuing the message history (the
+    model calls and tool calls of that turn are the framework's), all under an `invoke_agent`
+    span of the harness's own (each agent run would otherwise start a trace of its own). A run
+    stops before a model call the recording has no answer for (a run ending on a tool result
+    or a user turn), as the other doors' loop does."""
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.usage import UsageLimits
+
+    client = AsyncOpenAI(base_url=base_url, api_key="sk-replay", max_retries=0)
+    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
+    leading = next((i for i, m in enumerate(traj) if m["role"] not in ("system", "developer")), 0)
+    system = "\n".join(str(m.get("content") or "") for m in traj[:leading])
+    agent = Agent(
+        model, name=AGENT, system_prompt=system, tools=recorded_tools(traj, tools), output_type=str
+    )
+    answers = [i for i, m in enumerate(traj) if m["role"] == "assistant"]
+    turns = [i for i, m in enumerate(traj) if m["role"] == "user"]
+    history: list[ModelMessage] = []
+    asked = 0
+    POSITION.set(0)
+    with tracer.start_as_current_span(
+        f"invoke_agent {AGENT}",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT},
+    ) as root:
+        for turn in turns:
+            if asked >= len(answers) or answers[asked] < turn:
+                break  # a user turn the recording ends on, or one already past
+            POSITION.set(0)
+            async with agent.iter(
+                str(traj[turn].get("content") or ""),
+                message_history=history or None,
+                usage_limits=UsageLimits(request_limit=None),
+            ) as run:
+                node = run.next_node
+                while not Agent.is_end_node(node):
+                    if Agent.is_model_request_node(node):
+                        if asked >= len(answers):
+                            break
+                        POSITION.set(answers[asked])
+                        asked += 1
+                    node = await run.next(node)
+                history = run.all_messages()
+        POSITION.set(0)
+        add_reward(root, reward)
+    await client.close()
 
 
 def main() -> None:
@@ -231,9 +334,16 @@ def main() -> None:
         for index in indices:
             run = runs[index]
             model.load(index, run["traj"])
-            client = OpenAI(base_url=model.base_url(index), api_key="sk-replay", max_retries=0)
             before = set(book.spans)
-            replay_run(client, tracer, run["traj"], run.get("reward"), tools, spans)
+            if DOOR == "pydantic-ai":
+                asyncio.run(
+                    replay_pydantic_ai_run(
+                        model.base_url(index), tracer, run["traj"], run.get("reward"), tools
+                    )
+                )
+            else:
+                client = OpenAI(base_url=model.base_url(index), api_key="sk-replay", max_retries=0)
+                replay_run(client, tracer, run["traj"], run.get("reward"), tools, spans)
             (trace_id,) = set(book.spans) - before
             out.append({"index": index, "trace_id": trace_id, "spans": book.spans[trace_id]})
     finally:

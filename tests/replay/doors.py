@@ -12,7 +12,10 @@ A door is one way a real agent's runs reach the collector:
 - openllmetry: traceloop-sdk's OpenAI instrumentation (indexed `gen_ai.prompt.N.*`), in the
   environment its older SDK pins (`.venv-traceloop`), OTLP/HTTP;
 - openai-v2-tools: openai-v2 chat spans (content on spans) plus the agent's own
-  `execute_tool` span around every call, OTLP/gRPC.
+  `execute_tool` span around every call, OTLP/gRPC;
+- pydantic-ai: a pydantic-ai `Agent` plays the run (its tools built from the offered JSON
+  schemas return the recorded results, one agent run per user turn), its own instrumentation
+  making the `invoke_agent`, `chat` and `execute_tool` spans, OTLP/HTTP.
 Every door's runs have the agent's `invoke_agent` root and the reward as an evaluation event.
 """
 
@@ -48,6 +51,7 @@ DOORS: dict[str, Door] = {
         Door("openinference", "http"),
         Door("openllmetry", "http", "traceloop"),
         Door("openai-v2-tools", "grpc"),
+        Door("pydantic-ai", "http"),
     )
 }
 

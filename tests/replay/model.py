@@ -4,8 +4,9 @@ Each run has a path of its own (`/run/<index>/v1`, the OpenAI client's `base_url
 Completions request there gets the run's k-th assistant message, k being the number of
 assistant messages the request already carries, so the server keeps no per-conversation state.
 It also checks that the request's messages are the recorded run's messages up to that turn
-(roles, texts, call ids and tool results) and answers 409 with the first difference otherwise:
-a replay that drifted from the recording fails loudly instead of producing other spans.
+(roles, texts, call ids, call arguments as JSON values, tool results) and answers 409 with the
+first difference otherwise: a replay that drifted from the recording fails loudly instead of
+producing other spans.
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ def assistant_positions(traj: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(traj) if m.get("role") == "assistant"]
 
 
+def _arguments(text: Any) -> Any:
+    """A call's arguments as the JSON value they spell (a framework sending the answered call
+    back may write it compactly), or as sent when they are not JSON."""
+    try:
+        return json.dumps(json.loads(text), sort_keys=True)
+    except (TypeError, ValueError):
+        return text
+
+
 def _shape(message: dict[str, Any]) -> tuple[Any, ...]:
     """What must agree between a sent message and the recorded one."""
     role = message.get("role")
@@ -46,7 +56,7 @@ def _shape(message: dict[str, Any]) -> tuple[Any, ...]:
         (
             c.get("id"),
             (c.get("function") or {}).get("name"),
-            (c.get("function") or {}).get("arguments"),
+            _arguments((c.get("function") or {}).get("arguments")),
         )
         for c in message.get("tool_calls") or []
     )
