@@ -4,8 +4,10 @@ Reads every module under collector/, processors/, schemas/ and dashboards/ with 
 is imported or run), takes each `import` and `from ... import` of one of those packages as an
 edge, and reports:
 
-- circles: modules that import each other, directly or through others (imports at run time:
-  those under `if TYPE_CHECKING:` are not run, so they close no circle);
+- circles: modules that import each other, directly or through others, type-only imports
+  (those under `if TYPE_CHECKING:`) included: a module that names another's class in its
+  annotations depends on it as much as one that calls it, and a rule that must know its host
+  to be read is the tangle this check is for;
 - upward imports: a module importing one in a higher layer (see LAYERS), type-only imports
   included, since they are a dependency of the design all the same; and for `dashboards`,
   anything beyond what it may import (see DASHBOARDS_MAY_IMPORT);
@@ -90,11 +92,11 @@ class Graph:
     modules: dict[str, Path] = field(default_factory=dict)
     edges: list[Edge] = field(default_factory=list)
 
-    def runtime_targets(self) -> dict[str, set[str]]:
+    def targets(self) -> dict[str, set[str]]:
+        """Each module's imports, type-only ones included."""
         out: dict[str, set[str]] = {m: set() for m in self.modules}
         for edge in self.edges:
-            if not edge.type_only:
-                out[edge.source].add(edge.target)
+            out[edge.source].add(edge.target)
         return out
 
 
@@ -181,8 +183,8 @@ def build(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> Graph:
 
 
 def circles(graph: Graph) -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan), over run-time imports."""
-    targets = graph.runtime_targets()
+    """Strongly connected groups of more than one module (Tarjan), over every import."""
+    targets = graph.targets()
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -93,9 +93,33 @@ class Detector(ABC):
         self.config = config
         self.classifier = context.classifier
         self.signals = context.signals
+        self.report = Reporter(self.mode, self.name, self.version)
 
     @abstractmethod
     def open(self, run: Run) -> DetectorRun: ...
+
+    def finding(
+        self,
+        at: Step | StepRef,
+        rule: str,
+        confidence: float,
+        message: str,
+        evidence: Sequence[Step | StepRef],
+        values: dict[str, Any],
+        run: Run,
+    ) -> Finding:
+        """A finding of this detector's mode (see `Reporter.finding`)."""
+        return self.report.finding(at, rule, confidence, message, evidence, values, run)
+
+
+@dataclass(frozen=True, slots=True)
+class Reporter:
+    """How a detector's rules word a finding: the mode, detector name and version every finding
+    of theirs carries. A rule is given one (in its family's context) instead of its detector."""
+
+    mode: str
+    detector: str
+    version: str
 
     def finding(
         self,
@@ -114,7 +138,7 @@ class Detector(ABC):
             trace_id=run.trace_id,
             span_id=at.span_id,
             mode=self.mode,
-            detector=self.name,
+            detector=self.detector,
             detector_version=self.version,
             rule=rule,
             confidence=confidence,
