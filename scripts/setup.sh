@@ -6,6 +6,9 @@
 # test always runs from .venv. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# .dev/mast_otel/<folder> links: the checkout importable by its installed names, for the tools
+# that read imports without running the package's installer (ARCHITECTURE.md).
+bash scripts/dev-links.sh
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,frameworks]'

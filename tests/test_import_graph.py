@@ -4,6 +4,10 @@ Files over the size limit are printed, not failed on, until every room is cut.""
 
 from __future__ import annotations
 
+import json
+import site
+import subprocess
+import sys
 from pathlib import Path
 
 from scripts import import_graph as ig
@@ -90,3 +94,51 @@ def test_long_files_are_listed(tmp_path: Path, monkeypatch) -> None:  # type: ig
     monkeypatch.setattr(ig, "ROOT", tmp_path)
     graph = ig.build(tmp_path, ("schemas",))
     assert ig.long_files(graph) == [(str(Path("schemas/__init__.py")), 401)]
+
+
+# Run in a child started without `site` (so without the editable install's finder, which a .pth
+# file installs), the site-packages folders added as plain paths for grimp itself and the
+# checkout's .dev links first: what an editor or an import-graph tool sees in a plain checkout.
+_GRIMP = """
+import json, sys
+sys.path[:0] = [sys.argv[1]]
+sys.path += sys.argv[2].split(":")
+import grimp
+names = [f"mast_otel.{p}" for p in sys.argv[3:]]
+graph = grimp.build_graph(*names, cache_dir=None)
+edges = sorted(
+    [m, t] for m in graph.modules for t in graph.find_modules_directly_imported_by(m)
+)
+print(json.dumps({"modules": sorted(graph.modules), "edges": edges}))
+"""
+
+
+def test_an_import_graph_tool_reads_the_checkout_as_the_installed_package() -> None:
+    """grimp, an import-graph tool, follows every import of a plain checkout through the
+    .dev links scripts/setup.sh lays, and finds the graph this script draws: same modules, same
+    imports (type-only ones included)."""
+    root = Path(ig.__file__).resolve().parent.parent
+    subprocess.run(["bash", str(root / "scripts" / "dev-links.sh")], check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            _GRIMP,
+            str(root / ".dev"),
+            ":".join(site.getsitepackages()),
+            *ig.PACKAGES,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    ours = ig.build()
+    assert {m.removeprefix(ig.NAMESPACE) for m in found["modules"]} == set(ours.modules)
+    theirs = {
+        (a.removeprefix(ig.NAMESPACE), b.removeprefix(ig.NAMESPACE)) for a, b in found["edges"]
+    }
+    assert theirs == {(e.source, e.target) for e in ours.edges}
