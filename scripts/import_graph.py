@@ -233,6 +233,29 @@ def circles(graph: Graph) -> list[list[str]]:
     return sorted(found)
 
 
+def _cycle_through(graph: Graph, group: list[str]) -> list[str]:
+    """A shortest import path from the group's first module back to itself, inside the group."""
+    inside = set(group)
+    targets = graph.targets()
+    start = group[0]
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for target in sorted(targets[module] & inside):
+                if target == start:
+                    path = [module]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if target not in came_from:
+                    came_from[target] = module
+                    following.append(target)
+        frontier = following
+    return group
+
+
 def layer_of(module: str) -> int | None:
     best: tuple[int, int] | None = None  # (prefix length, layer)
     for rank, prefixes in enumerate(LAYERS):
@@ -296,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(graph.modules)} modules, {len(graph.edges)} imports")
     print(f"circles: {len(found)}")
     for group in found:
-        print("  " + " -> ".join([*group, group[0]]))
+        # The modules that reach each other; one path through them, for the reader to cut.
+        print(f"  {len(group)} modules: " + ", ".join(group))
+        print("    e.g. " + " -> ".join(_cycle_through(graph, group)))
     print(f"upward imports: {len(wrong)}")
     for edge, why in wrong:
         path = graph.modules[edge.source].relative_to(ROOT)
