@@ -1,6 +1,6 @@
-"""A worker process of a sharded collector: decodes the parts it is handed and runs them
-through a pipeline of its own (limits, redaction, normalization, windows, detectors, ticks, the
-exporter), so every run lives wholly in one worker.
+"""The handler of a worker process (`WorkerFactory` builds it there, `worker_main` feeds it):
+decodes the parts it is handed and runs them through a pipeline of its own (limits, redaction,
+normalization, windows, detectors, ticks, the exporter), so every run lives wholly in one worker.
 
 What it reports back to the receiving process, in order, over its pool channel: the spool
 segments its open runs start to hold, the parts (spool sequence numbers) whose rows are stored,
