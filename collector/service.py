@@ -24,10 +24,10 @@ from mast_otel.collector.security import (
     load_token,
     server_ssl_context,
 )
-from mast_otel.collector.sharded import ShardedPipeline
 from mast_otel.collector.spool import Spool
 from mast_otel.collector.store import Store, StoreError, migrate, open_store, schema_status
 from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.workers.receiving import ShardedPipeline
 
 log = logging.getLogger(__name__)
 

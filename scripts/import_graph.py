@@ -52,7 +52,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "collector.spool_replay",
         "collector.judge",
         "collector.security",
-        "collector.sharding",
+        # the worker processes' parts that need no pipeline: the shard function, routing by
+        # run, the wire, the part header, the pool, a worker's main loop, the store's owner
+        "collector.workers.shard",
+        "collector.workers.route",
+        "collector.workers.wire",
+        "collector.workers.parts",
+        "collector.workers.pool",
+        "collector.workers.pool_config",
+        "collector.workers.worker_main",
+        "collector.workers.store_owner",
     ),
     # the pipeline: admission, spool ledger, stages, windows, export
     (
@@ -65,7 +74,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "collector.pipeline_writes",
     ),
     # what drives the pipeline from stored spans, the file readers, and the self-metrics
-    ("collector.reanalysis", "collector.importers", "collector.run_steps", "collector.sharded"),
+    # (`collector.workers`: the receiving process's side and a worker's pipeline)
+    ("collector.reanalysis", "collector.importers", "collector.run_steps", "collector.workers"),
     # the network receivers, and the self-metrics that read their counters
     ("collector.receivers", "collector.metrics"),
     # what runs the pipeline: the service (receivers to store), the import of files, the demo

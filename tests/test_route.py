@@ -1,4 +1,4 @@
-"""Splitting OTLP requests by run (collector/sharding/route.py): every record lands in exactly
+"""Splitting OTLP requests by run (collector/workers/route.py): every record lands in exactly
 one shard, with its resource and scope, whole runs together, the same shard in every process;
 malformed bytes are refused with the error receivers answer 400 / INVALID_ARGUMENT to.
 
@@ -32,7 +32,7 @@ from mast_otel.collector.otlp.decode import (
     parse_logs_request,
     parse_trace_request,
 )
-from mast_otel.collector.sharding.route import (
+from mast_otel.collector.workers.route import (
     MAX_SHARDS,
     RouteError,
     log_run_key,
@@ -322,7 +322,7 @@ def test_the_shard_function_is_the_same_in_another_process():
     keys = [bytes([i]) * 16 for i in range(32)] + [b"", b"\x07" * 17]
     here = [[shard_for(key, n) for key in keys] for n in SHARD_COUNTS]
     program = (
-        "from mast_otel.collector.sharding.route import shard_for\n"
+        "from mast_otel.collector.workers.route import shard_for\n"
         f"keys = {keys!r}\n"
         f"print([[shard_for(k, n) for k in keys] for n in {SHARD_COUNTS!r}])\n"
     )

@@ -21,8 +21,8 @@ from mast_otel.collector.otlp.decode import (
     parse_trace_request,
 )
 from mast_otel.collector.pipeline import Pipeline
-from mast_otel.collector.sharding.route import route_request
 from mast_otel.collector.store.exporter import MemoryExporter
+from mast_otel.collector.workers.route import route_request
 from tests.benchmarks.fleet import build_fleet
 
 T0 = 1_790_000_000_000_000_000

@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from mast_otel.collector.sharding.store_owner import StoreClient, StoreOwner, _Request
 from mast_otel.collector.store import ChdbStore, StoreError
+from mast_otel.collector.workers.store_owner import StoreClient, StoreOwner, _Request
 
 
 class Recording:

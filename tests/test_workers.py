@@ -1,4 +1,4 @@
-"""Worker processes fed by shard (collector/sharding/workers.py), with real spawned processes:
+"""Worker processes fed by shard (collector/workers/pool.py), with real spawned processes:
 every span reaches the worker that owns its trace; a worker killed with SIGKILL is started again
 and rebuilt from a replay; a worker that is behind refuses whole requests; stop drains."""
 
@@ -16,8 +16,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from mast_otel.collector.otlp.decode import parse_trace_request
-from mast_otel.collector.sharding.route import route_traces, shard_for
-from mast_otel.collector.sharding.workers import PoolConfig, WorkerBusy, WorkerFailed, WorkerPool
+from mast_otel.collector.workers.pool import PoolConfig, WorkerBusy, WorkerFailed, WorkerPool
+from mast_otel.collector.workers.route import route_traces, shard_for
 
 
 class SpanCounter:

@@ -1,5 +1,5 @@
 """The routing ceiling: how fast one process splits OTLP requests by run for N workers
-(collector/sharding/route.py), next to what a full decode of the same requests costs
+(collector/workers/route.py), next to what a full decode of the same requests costs
 (collector/otlp/decode.py: parse and decode every span into records), in one run on the same
 payloads: the load generator's fleet, 512 spans per request.
 
@@ -27,8 +27,8 @@ from mast_otel.collector.otlp.decode import (
     parse_trace_request,
 )
 from mast_otel.collector.otlp.jsonpb import parse_trace_json
-from mast_otel.collector.sharding import shard as shard_module
-from mast_otel.collector.sharding.route import route_logs, route_request, route_traces
+from mast_otel.collector.workers import shard as shard_module
+from mast_otel.collector.workers.route import route_logs, route_request, route_traces
 from tests.benchmarks.fleet import build_fleet
 from tests.fuzzing import to_json
 

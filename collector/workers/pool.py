@@ -3,7 +3,7 @@
 `WorkerPool` starts one process per shard with the 'spawn' (or 'forkserver') start method, so a
 worker shares no threads, locks or store sessions with the receiving process. What runs in the
 worker (its handler, built there, handles every request it is given in order; `close()` on
-stop) is `worker_process`.
+stop) is `worker_main`; the pool's settings, counters and refusals are `pool_config`.
 
 Bounds: what a worker has been given and not yet handled is counted in the receiving process
 (requests and bytes, per worker); `submit` refuses (`WorkerBusy`, counted) a request that would
@@ -19,9 +19,9 @@ with `WorkerFailed` and `health()` says so.
 `stop()` drains: every worker handles what it was given (for at most `drain_s`; the rest is
 counted and left), closes its handler and exits; a worker that has not finished within the
 timeout is killed (counted). From `begin_stop()` on no worker is started again, and `kill()`
-kills them all at once. Workers never act on stop signals (`worker_process`).
+kills them all at once. Workers never act on stop signals (`worker_main`).
 
-What a worker reports (`attach(send)` in `worker_process`) reaches `on_report(shard, generation,
+What a worker reports (`attach(send)` in `worker_main`) reaches `on_report(shard, generation,
 message)` here, in the order sent; `generation` counts the shard's restarts.
 """
 
@@ -41,10 +41,11 @@ from multiprocessing import resource_tracker
 from multiprocessing.connection import wait as wait_for_exits
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Literal
+from typing import Any
 
 from mast_otel.collector.consumer import Refused
-from mast_otel.collector.sharding.worker_process import (
+from mast_otel.collector.workers.pool_config import PoolConfig, PoolStats, WorkerBusy, WorkerFailed
+from mast_otel.collector.workers.worker_main import (
     STOP,
     Handler,
     HandlerFactory,
@@ -56,52 +57,6 @@ from mast_otel.collector.sharding.worker_process import (
 __all__ = ["Handler", "PoolConfig", "Signal", "WorkerBusy", "WorkerFailed", "WorkerPool"]
 
 log = logging.getLogger(__name__)
-
-
-class WorkerBusy(Refused):
-    """A worker's queue is at its bound: the request is refused whole (retry later)."""
-
-
-class WorkerFailed(Refused):
-    """A worker died too often to be started again; its shard takes nothing more."""
-
-
-@dataclass(frozen=True, slots=True)
-class PoolConfig:
-    workers: int
-    queue_max_requests: int = 64
-    queue_max_bytes: int = 64 * 1024 * 1024
-    max_restarts: int = 5
-    restart_window_s: float = 60.0
-    stop_timeout_s: float = 30.0
-    # How long, from the start of a stop, a worker handles what it was given; what is left is
-    # not handled (it is in the spool). None: everything is handled.
-    drain_s: float | None = None
-    start_method: Literal["spawn", "forkserver"] = "spawn"
-    # With forkserver: modules the fork server imports once, so a (re)started worker is a
-    # fork of a process that has them already.
-    preload: tuple[str, ...] = ()
-    retry_after_s: float = 1.0
-
-    def validate(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"workers must be at least 1, got {self.workers}")
-        if self.queue_max_requests < 1 or self.queue_max_bytes < 1:
-            raise ValueError("worker queue bounds must be at least 1")
-        if self.max_restarts < 0 or self.restart_window_s <= 0:
-            raise ValueError("max_restarts must be ≥ 0 and restart_window_s > 0")
-        if self.start_method not in ("spawn", "forkserver"):
-            raise ValueError(f"start_method must be spawn or forkserver, got {self.start_method}")
-
-
-@dataclass
-class PoolStats:
-    requests_submitted: int = 0
-    requests_refused: int = 0
-    restarts: int = 0
-    replayed_requests: int = 0
-    handler_errors: int = 0
-    terminated_on_stop: int = 0
 
 
 @dataclass
@@ -156,7 +111,7 @@ class WorkerPool:
 
     def start(self) -> None:
         # The fork server, the workers and the threads that (re)start them never see a stop
-        # signal: the receiving process decides what a stop means (`worker_process`). The
+        # signal: the receiving process decides what a stop means (`worker_main`). The
         # resource tracker starts first: starting it unblocks SIGINT and SIGTERM in the
         # calling thread, which would let them reach the fork server started after it.
         resource_tracker.ensure_running()

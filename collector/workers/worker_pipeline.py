@@ -1,6 +1,6 @@
-"""A worker process of a sharded collector: decodes the parts it is handed and runs them
-through a pipeline of its own (limits, redaction, normalization, windows, detectors, ticks, the
-exporter), so every run lives wholly in one worker.
+"""The handler of a worker process (`WorkerFactory` builds it there, `worker_main` feeds it):
+decodes the parts it is handed and runs them through a pipeline of its own (limits, redaction,
+normalization, windows, detectors, ticks, the exporter), so every run lives wholly in one worker.
 
 What it reports back to the receiving process, in order, over its pool channel: the spool
 segments its open runs start to hold, the parts (spool sequence numbers) whose rows are stored,
@@ -27,12 +27,12 @@ from mast_otel.collector.otlp.decode import (
     parse_trace_request,
 )
 from mast_otel.collector.pipeline import Pipeline, _Ledger
-from mast_otel.collector.sharding.parts import REPLAYED, STORED, read_part
-from mast_otel.collector.sharding.store_owner import StoreClient
-from mast_otel.collector.sharding.workers import Signal
 from mast_otel.collector.spool import SpoolEntry
 from mast_otel.collector.store import Store, open_store
 from mast_otel.collector.store.batching import ClickHouseExporter
+from mast_otel.collector.workers.parts import REPLAYED, STORED, read_part
+from mast_otel.collector.workers.store_owner import StoreClient
+from mast_otel.collector.workers.worker_main import Signal
 
 log = logging.getLogger(__name__)
 

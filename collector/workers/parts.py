@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import struct
 
-from mast_otel.collector.sharding.route import Encoding, Signal
 from mast_otel.collector.spool import RecordKind
+from mast_otel.collector.workers.route import Encoding, Signal
 
 PART_HEADER = struct.Struct("<QQBd")
 REPLAYED = 1

@@ -16,16 +16,16 @@ from mast_otel.collector.config import Config
 from mast_otel.collector.consumer import BatchTooLarge, RawRequest, Refused
 from mast_otel.collector.otlp.redact_request import RequestRedactor
 from mast_otel.collector.pipeline import StopReport
-from mast_otel.collector.sharded.health import WorkerHealth
-from mast_otel.collector.sharded.ledger import SpoolLedger
-from mast_otel.collector.sharded.replay import replay_for, replay_spool
-from mast_otel.collector.sharded.worker import WorkerFactory
-from mast_otel.collector.sharding.parts import SPOOL_KINDS, Signal, part
-from mast_otel.collector.sharding.route import Routed, route_parsed
-from mast_otel.collector.sharding.store_owner import StoreOwner
-from mast_otel.collector.sharding.workers import PoolConfig, WorkerPool
 from mast_otel.collector.spool import Recovered, Spool, SpoolEntry, SpoolFull
 from mast_otel.collector.store import Store
+from mast_otel.collector.workers.health import WorkerHealth
+from mast_otel.collector.workers.ledger import SpoolLedger
+from mast_otel.collector.workers.parts import SPOOL_KINDS, Signal, part
+from mast_otel.collector.workers.pool import PoolConfig, WorkerPool
+from mast_otel.collector.workers.replay import replay_for, replay_spool
+from mast_otel.collector.workers.route import Routed, route_parsed
+from mast_otel.collector.workers.store_owner import StoreOwner
+from mast_otel.collector.workers.worker_pipeline import WorkerFactory
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class ShardedPipeline:
                 # Workers are forks of a server that imported the pipeline once: a restart
                 # takes a fraction of a second instead of an interpreter's start.
                 start_method="forkserver",
-                preload=("mast_otel.collector.sharded",),
+                preload=("mast_otel.collector.workers.worker_pipeline",),
             ),
             self.factory,
             on_restart=lambda shard: replay_for(self, shard),

@@ -2,11 +2,15 @@
 
 The receiving process keeps the receivers, the write-ahead spool (a request is acknowledged once
 its bytes are in it, as with one process), routing, replay and the spool's journal. Each request
-is split by run (`sharding.route`: one request per worker, records not decoded) and each part is
-handed to the worker that owns its runs (`sharding.workers`), behind a header with the request's
-spool sequence number and segment (`sharding.parts`). A worker decodes its part and runs what
-one process runs (limits, redaction, normalization, windows, detectors, ticks, the exporter), in
-a `Pipeline` of its own; every run lives wholly in one worker.
+is split by run (`route`: one request per worker, records not decoded) and each part is handed
+to the worker that owns its runs (`pool`), behind a header with the request's spool sequence
+number and segment (`parts`). A worker decodes its part and runs what one process runs (limits,
+redaction, normalization, windows, detectors, ticks, the exporter), in a `Pipeline` of its own
+(`worker_pipeline`); every run lives wholly in one worker.
+
+    receivers → receiving (route, spool, hand over) → pool → worker_main → worker_pipeline
+                    ↑                                                            │
+                    └──── ledger, health ← reports over the pool channel ←───────┘
 
 What a worker reports back, in order, over its pool channel: the spool segments its open runs
 hold, the parts (spool sequence numbers) whose rows are stored, and the runs closed (with the
@@ -38,12 +42,23 @@ what is left stays in the spool with every open run), closes its runs (or, with
 writes and reports; then the spool and store close. A second signal kills the workers and
 exits at once (`kill`): what they had not stored is in the spool.
 
-Modules, one job each: `receiving` (the receivers' consumer: route, spool, hand over, stop),
-`worker` (what runs in a worker process), `ledger` (what each spooled request and segment waits
-for, from the workers' reports, and the spool's relief), `replay` (the spool routed again at
-start and to a restarted worker), `health` (the workers' health, asked for and summed).
+Modules, one job each. Importing nothing of the pipeline:
+- `shard`: the shard function, which worker owns a run;
+- `wire`: reading OTLP/protobuf on the wire without decoding it;
+- `route`: one export request split by run into one request per worker;
+- `parts`: the header a request's part travels behind (spool sequence number, segment, flags);
+- `pool`: the worker processes, started, fed within bounds, restarted and stopped;
+- `pool_config`: the pool's settings, counters and refusals;
+- `worker_main`: what runs inside one worker process (its loop, stop signals, dying with the
+  receiving process);
+- `store_owner`: the embedded store owned by the receiving process and written through by the
+  workers.
+
+Running the pipeline:
+- `receiving`: the receivers' consumer (`ShardedPipeline`: route, spool, hand over, stop);
+- `worker_pipeline`: the worker's handler, its parts run through a `Pipeline` of its own;
+- `ledger`: what each spooled request and segment waits for, from the workers' reports, and the
+  spool's relief;
+- `replay`: the spool routed again at start and to a restarted worker;
+- `health`: the workers' health, asked for and summed.
 """
-
-from mast_otel.collector.sharded.receiving import ShardedPipeline
-
-__all__ = ["ShardedPipeline"]

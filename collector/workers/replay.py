@@ -11,32 +11,71 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mast_otel.collector.otlp.decode import OtlpDecodeError
-from mast_otel.collector.sharding.parts import REPLAYED, SIGNALS, STORED, part
-from mast_otel.collector.sharding.route import Routed, route_request, shard_for_hex
-from mast_otel.collector.sharding.workers import Signal
-from mast_otel.collector.spool import Recovered
-
-if TYPE_CHECKING:
-    from mast_otel.collector.sharded.receiving import ShardedPipeline
+from mast_otel.collector.spool import Recovered, Spool, SpoolEntry
+from mast_otel.collector.workers.ledger import SpoolLedger
+from mast_otel.collector.workers.parts import REPLAYED, SIGNALS, STORED, part
+from mast_otel.collector.workers.pool import WorkerPool
+from mast_otel.collector.workers.route import Routed, route_request, shard_for_hex
+from mast_otel.collector.workers.route import Signal as RecordSignal
+from mast_otel.collector.workers.worker_main import Signal
 
 log = logging.getLogger(__name__)
+
+
+class ReplayCounts(Protocol):
+    """The routing counters a replay adds to."""
+
+    replayed_requests: int
+    worker_replays: int
+
+
+class ReplaySources(Protocol):
+    """What a replay reads and calls in the receiving process: the spool and what the previous
+    process left in it, the worker pool, the spool's ledger, the counters, the hand-over of one
+    spooled request's parts, and the event that lets new requests in."""
+
+    @property
+    def workers(self) -> int: ...
+
+    @property
+    def spool(self) -> Spool | None: ...
+
+    @property
+    def recovered(self) -> Recovered | None: ...
+
+    @property
+    def pool(self) -> WorkerPool: ...
+
+    @property
+    def ledger(self) -> SpoolLedger | None: ...
+
+    @property
+    def stats(self) -> ReplayCounts: ...
+
+    @property
+    def replay_done(self) -> threading.Event: ...
+
+    def hand_over(
+        self, entry: SpoolEntry, signal: RecordSignal, routed: Routed, flags: int, arrived: float
+    ) -> None: ...
 
 
 def control(message: dict[str, object]) -> bytes:
     return json.dumps(message).encode()
 
 
-def replay_spool(sharded: ShardedPipeline) -> None:
+def replay_spool(sources: ReplaySources) -> None:
     """What the previous process left, routed again before any new request (on its own
     thread; new requests wait for `replay_done`)."""
-    spool, pool, workers = sharded.spool, sharded.pool, sharded.workers
+    spool, pool, workers = sources.spool, sources.pool, sources.workers
     assert spool is not None
-    recovered = sharded.recovered or Recovered()
+    recovered = sources.recovered or Recovered()
     started = time.monotonic()
     log.info(
         "replaying %d spool segment(s), %d bytes, left by the previous run, over %d workers",
@@ -65,8 +104,8 @@ def replay_spool(sharded: ShardedPipeline) -> None:
                 while not pool.has_room(shard):
                     time.sleep(0.005)
             count += 1
-            sharded.stats.replayed_requests += 1
-            sharded.hand_over(entry, signal, routed, flags, written)
+            sources.stats.replayed_requests += 1
+            sources.hand_over(entry, signal, routed, flags, written)
     except Exception as exc:
         log.error("the replay stopped: %s", exc)
     finally:
@@ -75,7 +114,7 @@ def replay_spool(sharded: ShardedPipeline) -> None:
                 pool.give(shard, "control", control({"replay_end": "start"}))
             except Exception:
                 log.exception("cannot tell worker %d the replay is done", shard)
-        sharded.replay_done.set()
+        sources.replay_done.set()
     log.info(
         "replay done: %d request(s) in %.1f s, routed to %d workers",
         count,
@@ -84,16 +123,16 @@ def replay_spool(sharded: ShardedPipeline) -> None:
     )
 
 
-def replay_for(sharded: ShardedPipeline, shard: int) -> Iterator[tuple[Signal, bytes]]:
+def replay_for(sources: ReplaySources, shard: int) -> Iterator[tuple[Signal, bytes]]:
     """A restarted worker's requests, before anything newer (under the pool's lock)."""
-    sharded.stats.worker_replays += 1
-    spool, ledger = sharded.spool, sharded.ledger
+    sources.stats.worker_replays += 1
+    spool, ledger = sources.spool, sources.ledger
     if spool is None or ledger is None:
         yield "control", control({"replay_end": "restart"})
         return
     given, parts_stored = ledger.restarted(shard)
     journal = spool.journaled()
-    closed = [t for t in journal.closed if shard_for_hex(t, sharded.workers) == shard]
+    closed = [t for t in journal.closed if shard_for_hex(t, sources.workers) == shard]
     if closed:
         yield "control", control({"closed": closed})
     replayed = 0
@@ -102,7 +141,7 @@ def replay_for(sharded: ShardedPipeline, shard: int) -> Iterator[tuple[Signal, b
             continue
         signal, encoding = SIGNALS[kind]
         try:
-            routed = route_request(payload, sharded.workers, signal, encoding)
+            routed = route_request(payload, sources.workers, signal, encoding)
         except (OtlpDecodeError, ValueError):
             continue
         body = routed.shards.get(shard)

@@ -55,7 +55,7 @@ from mast_otel.collector.otlp.decode import (  # the decoder's own id rule, so b
     parse_trace_request,
 )
 from mast_otel.collector.otlp.jsonpb import parse_logs_json, parse_trace_json
-from mast_otel.collector.sharding.shard import (
+from mast_otel.collector.workers.shard import (
     MAX_SHARDS,
     SHARD_CACHE_KEYS,
     cache_for,
@@ -65,7 +65,7 @@ from mast_otel.collector.sharding.shard import (
     shard_for_hex,
     shard_of,
 )
-from mast_otel.collector.sharding.wire import (
+from mast_otel.collector.workers.wire import (
     LOG_ATTRIBUTES,
     LOG_TRACE_ID,
     SPAN_TRACE_ID,
