@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
+from mast_otel.processors.detectors.reasoning_action.fields import Fields, has, norm
 from mast_otel.processors.detectors.reasoning_common import Emit
-from mast_otel.processors.detectors.reasoning_fields import Fields, has, norm
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -23,10 +24,11 @@ class Promises:
     """One run's last message to the user before an answer, and whether the agent's next
     action follows the answer directly."""
 
-    __slots__ = ("direct", "fields", "told")
+    __slots__ = ("direct", "fields", "limit", "told")
 
-    def __init__(self, fields: Fields) -> None:
+    def __init__(self, context: ReasoningActionContext, fields: Fields) -> None:
         self.fields = fields
+        self.limit = context.config.max_field_value_length
         self.told: tuple[StepRef, str] | None = None
         self.direct = False
 
@@ -48,7 +50,7 @@ class Promises:
             return []
         told, text = self.told
         message = norm(text[:8000])
-        limit = self.fields.rules.config.max_field_value_length
+        limit = self.limit
         for key, value in arguments.items():
             if not isinstance(value, str) or not 0 < len(value) <= limit:
                 continue

@@ -22,16 +22,6 @@ from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
-# The model says it is not able to look something up (the thing in group `object`).
-# ("provide" only of information: "I cannot provide a refund" refuses no look-up).
-INABILITY_PATTERN = (
-    r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
-    r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"
-    r"(?:provide|share|give)(?:\s+you)?(?:\s+with)?"
-    r"(?=\s+(?:any\s+|specific\s+|the\s+)?(?:information|details|data)\b))\b"
-    r"(?:\s+or\s+\w+)?|\bI (?:don't|do not) have access to)(?P<object>[^.!?\n]*)"
-)
-
 # Words that name no thing of their own in what was refused.
 _VAGUE = frozenset(
     [

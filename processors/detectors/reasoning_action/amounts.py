@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, product
-from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import (
     Emit,
     around,
@@ -37,9 +37,6 @@ from mast_otel.processors.detectors.reasoning_common import (
 )
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 # Below this, a value read to the cent is exact in whole cents as a float (2**53 / 100).
 _EXACT_CENTS = 1e13
@@ -82,19 +79,6 @@ def _pairs(source: frozenset[float]) -> frozenset[float]:
     return frozenset(out)
 
 
-class AmountRules:
-    """The two rules' patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        self.config = config
-        self.value = (
-            re.compile(config.value_pattern, re.IGNORECASE) if config.value_pattern else None
-        )
-        self.expression = (
-            re.compile(config.expression_pattern) if config.expression_pattern else None
-        )
-
-
 class Amounts:
     """One run's values seen and amounts told."""
 
@@ -110,9 +94,9 @@ class Amounts:
         "user_text",
     )
 
-    def __init__(self, rules: AmountRules) -> None:
-        self.rules = rules
-        self.config = rules.config
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.amounts
+        self.config = context.config
         # Values seen in tool results and user messages (None once past the bound), the
         # amounts told that none supported yet, and the last user message read.
         self.seen: set[float] | None = set()

@@ -9,79 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields
-from typing import TYPE_CHECKING
 
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
 
 _MAX_CHANGES = 50_000
-
-# The default of `claim_stopwords`.
-CLAIM_STOPWORDS = (
-    "the",
-    "a",
-    "an",
-    "your",
-    "my",
-    "our",
-    "all",
-    "and",
-    "also",
-    "one",
-    "two",
-    "three",
-    "it",
-    "this",
-    "that",
-    "these",
-    "those",
-    "has",
-    "have",
-    "been",
-    "now",
-    "successfully",
-    "additionally",
-    "new",
-    "same",
-    "both",
-    "each",
-    "i",
-    "we",
-    "you",
-    "for",
-    "to",
-    "of",
-)
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-
-# Every match of the default `claimed_action_pattern` holds one of its verbs (the same
-# letters, under the same IGNORECASE): a model output with none skips that pattern, whose
-# leading words are tried at every position. A configured pattern always runs.
-_DEFAULT_VERBS = re.compile(
-    r"added|removed|cancel|booked|sent|issued|deleted|created|closed|restarted|deployed|"
-    r"merged|submitted|scheduled|assigned|waived",
-    re.IGNORECASE,
-)
-
-
-class ClaimRules:
-    """The rule's patterns and words, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        self.claimed = (
-            re.compile(config.claimed_action_pattern, re.IGNORECASE)
-            if config.claimed_action_pattern
-            else None
-        )
-        default = next(f.default for f in fields(config) if f.name == "claimed_action_pattern")
-        self.verbs = _DEFAULT_VERBS if config.claimed_action_pattern == default else None
-        self.stopwords = frozenset(w.lower() for w in config.claim_stopwords)
-        self.condition = re.compile(config.claim_condition_pattern, re.IGNORECASE)
-        self.modal = re.compile(config.claim_modal_pattern, re.IGNORECASE)
 
 
 class Claims:
@@ -89,8 +23,8 @@ class Claims:
 
     __slots__ = ("changes", "rules")
 
-    def __init__(self, rules: ClaimRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.claims
         self.changes: list[frozenset[str]] = []
 
     def changed(self, step: Step) -> None:

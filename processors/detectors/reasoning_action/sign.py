@@ -10,27 +10,14 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, numbers
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
 _NEGATIVE = re.compile(r"-\d[\d,]*(?:\.\d+)?")
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-
-
-class SignRules:
-    """The rule's patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        on = bool(config.user_pays_pattern and config.value_pattern)
-        self.pays = re.compile(config.user_pays_pattern, re.IGNORECASE) if on else None
-        self.back = re.compile(config.money_back_pattern or r"(?!)", re.IGNORECASE)
-        self.value = re.compile(config.value_pattern, re.IGNORECASE) if on else None
 
 
 class Refunds:
@@ -39,8 +26,8 @@ class Refunds:
 
     __slots__ = ("pending", "rules")
 
-    def __init__(self, rules: SignRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.sign
         self.pending: tuple[StepRef, str, frozenset[float]] | None = None
 
     def tool(self, step: Step, run: Run, added_back: frozenset[float]) -> None:

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import Emit, numbers
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from re import Pattern
 
 _ID = re.compile(r"(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{3,40}")
 _MAX_GROUPS = 512
@@ -89,8 +87,8 @@ class Groups:
 
     __slots__ = ("groups", "value")
 
-    def __init__(self, value: Pattern[str] | None) -> None:
-        self.value = value
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.value = context.amounts.value
         self.groups: dict[tuple[str, ...], Group] = {}
 
     def tool(self, step: Step) -> None:

@@ -12,15 +12,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, around, numbers, stem
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 _ERROR_CHARS = 2_000
 _REPLY_CHARS = 8_000
@@ -29,23 +26,14 @@ _WORD = re.compile(r"[A-Za-z]+")
 _ROUNDING = 0.5
 
 
-class ErrorFigureRules:
-    """The rule's patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        on = bool(config.error_figure_pattern and config.value_pattern)
-        self.figure = re.compile(config.error_figure_pattern, re.IGNORECASE) if on else None
-        self.value = re.compile(config.value_pattern, re.IGNORECASE) if on else None
-
-
 class ErrorFigures:
     """One run's last failed call whose error stated a figure, until the model next speaks:
     (the call, its error's words, the quantity's stems, the figure)."""
 
     __slots__ = ("pending", "rules")
 
-    def __init__(self, rules: ErrorFigureRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.error_figure
         self.pending: tuple[StepRef, str, frozenset[str], float] | None = None
 
     def tool(self, step: Step, run: Run) -> None:
