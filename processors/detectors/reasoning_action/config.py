@@ -46,8 +46,9 @@ CLAIM_STOPWORDS = (
 )
 
 
-# The model says it is not able to look something up (the thing in group `object`).
-# ("provide" only of information: "I cannot provide a refund" refuses no look-up).
+# The default of `inability_pattern`: the model says it is not able to look something up
+# (the thing in group `object`). ("provide" only of information: "I cannot provide a refund"
+# refuses no look-up).
 INABILITY_PATTERN = (
     r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
     r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"

@@ -1,11 +1,11 @@
 """FM-2.6 reasoning-action mismatch: the detector and its per-run state.
 
 The detector builds its context once (reasoning_context: the config's patterns compiled, the
-shared services, its reporter); a run's state opens each rule's own state on it and hands every
-step to the rules in a fixed order, which is the order of their findings. It also keeps what
-several rules of reasoning_action/compare.py read: the last model output with tool calls per
-agent and the resources the run has named, and it bounds the findings per run
-(`max_findings_per_run`) in the one function every rule words its findings with."""
+shared services, its reporter). A run's state opens each rule's own state on that context and
+hands every step to the rules in a fixed order, which is the order of their findings. It keeps
+what the rules of compare.py read (the last model output with tool calls per agent, the
+resources the run has named), and bounds the findings of a run (`max_findings_per_run`) in the
+one function every rule words its findings with."""
 
 from __future__ import annotations
 

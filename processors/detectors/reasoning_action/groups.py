@@ -5,6 +5,11 @@
   group (a line and the lines indented under it) name every member by its identifier and tell
   one amount, and that amount is a number of one member only, not the members' total: "HAT069
   & HAT011 - Price: $123", where $123 is HAT069's fare and the connection costs $300.
+  Fires: a result's bundle of CAM-100 ($240) and LENS-35 ($180), told as "- CAM-100 with
+  LENS-35" with "- Price: $240" indented under it.
+  Near miss: the same bundle told at $420 (its total), or as "- CAM-100 ($240) and LENS-35
+  ($180)" (several amounts show its parts); "CAM-100 and CAM-200 are in stock; the cheaper
+  is $240." of a result that is a list of both: search hits side by side are alternatives.
 
 A list at the top of a result is a list of alternatives (search hits), not a group: it is left
 alone, as are words that tell several amounts (they show their parts)."""

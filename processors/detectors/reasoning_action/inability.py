@@ -9,7 +9,17 @@
   `gift_card`): what it said it could not do, the agent did. A refusal of a way of looking
   ("using just a name", "by email") is belied only by a call whose argument names hold a
   word of that way (a `user_id` for "using just the user ID"): asking for another identifier
-  and looking up by it is consistent. One finding per refusal."""
+  and looking up by it is consistent. One finding per refusal.
+  Fires: "I'm unable to look up invoices by email address.", and after the user insists,
+  `search_invoices(email=...)` returns the customer's invoices.
+  Near miss: "I'm unable to look up invoices using just a name. Your email?" and then the
+  same look-up by email (another way than the one refused); "I cannot find invoices for that
+  email address yet." (a search that failed); "I cannot cancel invoices by email address."
+  (no look-up refused).
+
+FM-3.1 reads refusals with these same classes (its own pattern, things refused outright
+only), so they are given the compiled pattern (`InabilityRules`) rather than FM-2.6's
+context."""
 
 from __future__ import annotations
 

@@ -4,8 +4,13 @@
   answers, and the agent's very next action is a change with a field set to a value the
   message never names, while the message names another value the run knows for that field
   (a value the field held in some call or result, or a key beside such a value in a
-  result's object: reasoning_fields.py): "upgrading the outgoing flight to business class
-  ... Would you like to proceed?", then `update(cabin="economy")`."""
+  result's object: fields.py): "upgrading the outgoing flight to business class ... Would
+  you like to proceed?", then `update(cabin="economy")`.
+  Fires: after `list_agents` returned the assignees ana and omar, "I will assign T-31 to
+  Ana. Shall I go ahead?", the user's "Yes, do it.", then
+  `update_ticket(ticket_id="T-31", assignee="omar")`.
+  Near miss: "Ana is away, so I will assign T-31 to Omar. OK?" names the value the call
+  set; "Shall I reassign T-31?" names no value of the field."""
 
 from __future__ import annotations
 

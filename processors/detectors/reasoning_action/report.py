@@ -5,7 +5,13 @@
   (a payment line, a new segment) hold numbers, and the model's next words to the user tell
   an amount in a sentence about money moving (`charge_statement_pattern`: "charged",
   "processed", "refunded") that is none of those numbers: it reports what it meant to do, not
-  what the result shows."""
+  what the result shows.
+  Fires: `get_subscription` read SUB-9 with invoice I-1 of $40; `update_subscription` returns
+  it with a new invoice I-2 of $85; the model tells "Done: SUB-9 is on pro. $45 has been
+  charged to your card.".
+  Near miss: "$85 has been charged to your card." (what the result added); "$45 per month
+  will be charged from now on." (what will happen, per unit); the same report when SUB-9
+  was never read before the change (nothing tells what it added)."""
 
 from __future__ import annotations
 

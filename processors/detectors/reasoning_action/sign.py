@@ -5,7 +5,13 @@
   negative amount (a payment line of money going back), and the model's next words tell the
   user they pay that amount (`user_pays_pattern`: "an additional $114", "$114 has been
   charged") with no word of money going back in the sentence (`money_back_pattern`: a
-  refund, a saving): it turned the sign of what it computed or of what the result shows."""
+  refund, a saving): it turned the sign of what it computed or of what the result shows.
+  Fires: `calculate("70 - 90")` returns -20.0 and the model tells "Moving to basic costs an
+  additional $20 per month."; `update_order` adds a payment line of -35 and the model tells
+  "Done. $35 has been charged to your credit card ending in 4.".
+  Near miss: "Moving to basic saves you $20 a month." and "You'll get $20 back on your
+  credit card." (money going back, told so); "costs an additional $20" when the calculation
+  returned 20.0 (a real charge)."""
 
 from __future__ import annotations
 
