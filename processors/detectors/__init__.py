@@ -21,7 +21,6 @@ from mast_otel.processors.detectors import (
     incorrect_verification,
     missing_verification,
     premature_termination,
-    reasoning_action,
     role_specification,
     step_repetition,
     task_specification,
@@ -29,6 +28,7 @@ from mast_otel.processors.detectors import (
     withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.reasoning_action import detector as reasoning_action_detector
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.run import DetectorRun, Run
 
@@ -43,7 +43,7 @@ FACTORIES: tuple[DetectorFactory[Any], ...] = (
     derailment.FACTORY,  # FM-2.3
     withholding.FACTORY,  # FM-2.4
     ignored_input.FACTORY,  # FM-2.5
-    reasoning_action.FACTORY,  # FM-2.6
+    reasoning_action_detector.FACTORY,  # FM-2.6
     premature_termination.FACTORY,  # FM-3.1
     missing_verification.FACTORY,  # FM-3.2
     incorrect_verification.FACTORY,  # FM-3.3

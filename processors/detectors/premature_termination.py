@@ -39,9 +39,11 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory, short
-from mast_otel.processors.detectors.reasoning_claims import CLAIM_STOPWORDS
-from mast_otel.processors.detectors.reasoning_inability import (
+from mast_otel.processors.detectors.reasoning_action.config import (
+    CLAIM_STOPWORDS,
     INABILITY_PATTERN,
+)
+from mast_otel.processors.detectors.reasoning_action.inability import (
     Belied,
     Inabilities,
     InabilityRules,

@@ -1,6 +1,9 @@
 """FM-2.6 reasoning-action mismatch: what its rule modules share: reading numbers as values,
 the totals of a JSON result's lists, a crude stem, the words around a span, and the signature
-of the function that words a finding (it counts findings against the run's bound)."""
+of the function that words a finding (it counts findings against the run's bound).
+
+It stays here, beside the families' folders (reasoning_action/ holds FM-2.6's rules): FM-2.4
+and FM-3.3 read numbers and sentences with it too."""
 
 from __future__ import annotations
 

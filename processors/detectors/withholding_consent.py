@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from mast_otel.processors.classify import ActionClassifier, ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.report import list_items
 from mast_otel.processors.detectors.reasoning_common import numbers
-from mast_otel.processors.detectors.reasoning_report import list_items
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.model import Step, StepKind, StepRef
 from mast_otel.processors.run import Run

@@ -9,7 +9,7 @@ import pytest
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+from mast_otel.processors.detectors.reasoning_action.config import ReasoningActionConfig
 from mast_otel.processors.detectors.reasoning_common import (
     list_totals,
     numbers,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+from mast_otel.processors.detectors.reasoning_action.config import ReasoningActionConfig
 from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
+from mast_otel.processors.detectors.reasoning_action.config import ReasoningActionConfig
 from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse
 

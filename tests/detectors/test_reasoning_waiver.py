@@ -53,8 +53,8 @@ def test_fm26_the_claim_verbs_screen_covers_the_default_pattern():
     verb the pattern can match holds one of them."""
     import re
 
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-    from mast_otel.processors.detectors.reasoning_claims import _DEFAULT_VERBS
+    from mast_otel.processors.detectors.reasoning_action.config import ReasoningActionConfig
+    from mast_otel.processors.detectors.reasoning_action.context import _DEFAULT_VERBS
 
     pattern = ReasoningActionConfig().claimed_action_pattern
     groups = re.findall(r"\(\?P<verb\d?>([^()]*(?:\([^()]*\))?[^()]*)\)", pattern)

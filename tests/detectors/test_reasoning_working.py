@@ -49,14 +49,23 @@ def test_derived_values_are_the_rounded_sums_and_differences() -> None:
     difference of two values read to the cent, small and large alike."""
     import random
 
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-    from mast_otel.processors.detectors.reasoning_amounts import AmountRules, Amounts
+    from mast_otel.processors.classify import ActionClassifier
+    from mast_otel.processors.detectors.base import DetectorContext, Reporter
+    from mast_otel.processors.detectors.reasoning_action.amounts import Amounts
+    from mast_otel.processors.detectors.reasoning_action.config import ReasoningActionConfig
+    from mast_otel.processors.detectors.reasoning_action.context import reasoning_context
+    from mast_otel.processors.detectors.signals import Signals, SignalsConfig
 
+    context = reasoning_context(
+        ReasoningActionConfig(),
+        DetectorContext(ActionClassifier(), Signals(SignalsConfig())),
+        Reporter("FM-2.6", "reasoning_action", "1.0"),
+    )
     rng = random.Random(7)
     for _ in range(500):
         scale = rng.choice([10, 1_000, 1e6, 1e12, 1e15])
         found = {round(rng.uniform(0, scale), 2) for _ in range(rng.randint(1, 20))}
-        amounts = Amounts(AmountRules(ReasoningActionConfig()))
+        amounts = Amounts(context)
         # A source, then the same grown (a model's input call by call): only the new pairs
         # are derived the second time, and the result is the same.
         part = set(sorted(found)[: len(found) // 2])

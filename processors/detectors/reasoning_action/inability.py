@@ -9,7 +9,17 @@
   `gift_card`): what it said it could not do, the agent did. A refusal of a way of looking
   ("using just a name", "by email") is belied only by a call whose argument names hold a
   word of that way (a `user_id` for "using just the user ID"): asking for another identifier
-  and looking up by it is consistent. One finding per refusal."""
+  and looking up by it is consistent. One finding per refusal.
+  Fires: "I'm unable to look up invoices by email address.", and after the user insists,
+  `search_invoices(email=...)` returns the customer's invoices.
+  Near miss: "I'm unable to look up invoices using just a name. Your email?" and then the
+  same look-up by email (another way than the one refused); "I cannot find invoices for that
+  email address yet." (a search that failed); "I cannot cancel invoices by email address."
+  (no look-up refused).
+
+FM-3.1 reads refusals with these same classes (its own pattern, things refused outright
+only), so they are given the compiled pattern (`InabilityRules`) rather than FM-2.6's
+context."""
 
 from __future__ import annotations
 
@@ -21,16 +31,6 @@ from mast_otel.processors.detectors.base import json_doc, short
 from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
-
-# The model says it is not able to look something up (the thing in group `object`).
-# ("provide" only of information: "I cannot provide a refund" refuses no look-up).
-INABILITY_PATTERN = (
-    r"(?:(?:\bI(?:'m| am) (?:unable|not able) to|\bI (?:cannot|can't|can not))\s+"
-    r"(?:directly\s+)?(?:look up|access|search(?: for)?|retrieve|view|check|"
-    r"(?:provide|share|give)(?:\s+you)?(?:\s+with)?"
-    r"(?=\s+(?:any\s+|specific\s+|the\s+)?(?:information|details|data)\b))\b"
-    r"(?:\s+or\s+\w+)?|\bI (?:don't|do not) have access to)(?P<object>[^.!?\n]*)"
-)
 
 # Words that name no thing of their own in what was refused.
 _VAGUE = frozenset(

@@ -7,20 +7,22 @@
   including additional fees, is $1,047") and never tell the figure: the tool said what the
   total is, and the model told the user another. A later success of the same tool ends the
   watch (what it said may no longer hold), as do the model's first words, whatever they say.
-"""
+  Fires: `purchase_tickets` fails with "Error: amount due is 184.50, but paid 160.00", and
+  the model tells "The correct amount for both seats is $160.00; shall I retry?".
+  Near miss: "The amount due is actually $184.50, not $160" tells the figure; "Each seat is
+  $80. Let me check the booking fee ..." tells no amount of the quantity the error named;
+  "... the amount charged is $160.00 plus fees." after a retry of `purchase_tickets`
+  succeeded: the success ended the watch."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, around, numbers, stem
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 _ERROR_CHARS = 2_000
 _REPLY_CHARS = 8_000
@@ -29,23 +31,14 @@ _WORD = re.compile(r"[A-Za-z]+")
 _ROUNDING = 0.5
 
 
-class ErrorFigureRules:
-    """The rule's patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        on = bool(config.error_figure_pattern and config.value_pattern)
-        self.figure = re.compile(config.error_figure_pattern, re.IGNORECASE) if on else None
-        self.value = re.compile(config.value_pattern, re.IGNORECASE) if on else None
-
-
 class ErrorFigures:
     """One run's last failed call whose error stated a figure, until the model next speaks:
     (the call, its error's words, the quantity's stems, the figure)."""
 
     __slots__ = ("pending", "rules")
 
-    def __init__(self, rules: ErrorFigureRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.error_figure
         self.pending: tuple[StepRef, str, frozenset[str], float] | None = None
 
     def tool(self, step: Step, run: Run) -> None:

@@ -4,14 +4,20 @@
   answers, and the agent's very next action is a change with a field set to a value the
   message never names, while the message names another value the run knows for that field
   (a value the field held in some call or result, or a key beside such a value in a
-  result's object: reasoning_fields.py): "upgrading the outgoing flight to business class
-  ... Would you like to proceed?", then `update(cabin="economy")`."""
+  result's object: fields.py): "upgrading the outgoing flight to business class ... Would
+  you like to proceed?", then `update(cabin="economy")`.
+  Fires: after `list_agents` returned the assignees ana and omar, "I will assign T-31 to
+  Ana. Shall I go ahead?", the user's "Yes, do it.", then
+  `update_ticket(ticket_id="T-31", assignee="omar")`.
+  Near miss: "Ana is away, so I will assign T-31 to Omar. OK?" names the value the call
+  set; "Shall I reassign T-31?" names no value of the field."""
 
 from __future__ import annotations
 
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
+from mast_otel.processors.detectors.reasoning_action.fields import Fields, has, norm
 from mast_otel.processors.detectors.reasoning_common import Emit
-from mast_otel.processors.detectors.reasoning_fields import Fields, has, norm
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
@@ -23,10 +29,11 @@ class Promises:
     """One run's last message to the user before an answer, and whether the agent's next
     action follows the answer directly."""
 
-    __slots__ = ("direct", "fields", "told")
+    __slots__ = ("direct", "fields", "limit", "told")
 
-    def __init__(self, fields: Fields) -> None:
+    def __init__(self, context: ReasoningActionContext, fields: Fields) -> None:
         self.fields = fields
+        self.limit = context.config.max_field_value_length
         self.told: tuple[StepRef, str] | None = None
         self.direct = False
 
@@ -48,7 +55,7 @@ class Promises:
             return []
         told, text = self.told
         message = norm(text[:8000])
-        limit = self.fields.rules.config.max_field_value_length
+        limit = self.limit
         for key, value in arguments.items():
             if not isinstance(value, str) or not 0 < len(value) <= limit:
                 continue

@@ -5,32 +5,25 @@
   negative amount (a payment line of money going back), and the model's next words tell the
   user they pay that amount (`user_pays_pattern`: "an additional $114", "$114 has been
   charged") with no word of money going back in the sentence (`money_back_pattern`: a
-  refund, a saving): it turned the sign of what it computed or of what the result shows."""
+  refund, a saving): it turned the sign of what it computed or of what the result shows.
+  Fires: `calculate("70 - 90")` returns -20.0 and the model tells "Moving to basic costs an
+  additional $20 per month."; `update_order` adds a payment line of -35 and the model tells
+  "Done. $35 has been charged to your credit card ending in 4.".
+  Near miss: "Moving to basic saves you $20 a month." and "You'll get $20 back on your
+  credit card." (money going back, told so); "costs an additional $20" when the calculation
+  returned 20.0 (a real charge)."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, numbers
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
 
 _NEGATIVE = re.compile(r"-\d[\d,]*(?:\.\d+)?")
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-
-
-class SignRules:
-    """The rule's patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        on = bool(config.user_pays_pattern and config.value_pattern)
-        self.pays = re.compile(config.user_pays_pattern, re.IGNORECASE) if on else None
-        self.back = re.compile(config.money_back_pattern or r"(?!)", re.IGNORECASE)
-        self.value = re.compile(config.value_pattern, re.IGNORECASE) if on else None
 
 
 class Refunds:
@@ -39,8 +32,8 @@ class Refunds:
 
     __slots__ = ("pending", "rules")
 
-    def __init__(self, rules: SignRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.sign
         self.pending: tuple[StepRef, str, frozenset[float]] | None = None
 
     def tool(self, step: Step, run: Run, added_back: frozenset[float]) -> None:

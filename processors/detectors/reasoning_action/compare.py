@@ -1,14 +1,30 @@
 """FM-2.6 reasoning-action mismatch: a call against the words right before it, and a last
 announcement nothing followed.
 
-- `other_tool_executed`: the model asked for one tool and the agent ran another;
+- `other_tool_executed`: the model asked for one tool and the agent ran another.
+  Fires: "Listing alerts." asking for `get_alerts`, and the next call is `kubectl`.
+  Near miss: the same words followed by `get_alerts`.
 - `verb_mismatch`: the reasoning says it will only look (check, inspect, describe, ...) and
   the call changes the system; reasoning that names the call's own verb ("I'll send a code"
-  before `send_code`) said it would change;
+  before `send_code`) said it would change.
+  Fires: "Let me check the checkout deployment's configuration first." and then `kubectl set
+  resources deployment/checkout ...`; "Let me check your account." and then
+  `send_verification_code`.
+  Near miss: "To verify it's you, I'll send a one-time code ..." before
+  `send_verification_code`: "verify" only looks, but "send" is the call's own verb, so the
+  words said it would act.
 - `target_mismatch`: the reasoning right before a tool call names resources, and the call
-  acts on others (none of the named ones among its targets);
+  acts on others (none of the named ones among its targets).
+  Fires: after a call on deployment `payments`, "I will look at the payments deployment
+  logs." and then `kubectl logs deployment/cart -n shop`.
+  Near miss: "I will list the checkout pods in shop." and then `kubectl get pods -n shop`:
+  the call acts on what the words name.
 - `announced_then_stopped`: the run's last model output announces a tool call ("I will run
-  ...") and asks for none, and nothing follows."""
+  ...") and asks for none, and nothing follows.
+  Fires: "Patched. Now I will run apply_patch on the tests." as the run's last words.
+  Near miss: "R-1 is cancelled. Let me know about cancel_booking." ("let me know" asks the
+  user, it announces nothing); "I will also check cancel_booking's receipt." followed by
+  the user's "No need, thanks. Bye!": the user had the last word, the agent did not stop."""
 
 from __future__ import annotations
 

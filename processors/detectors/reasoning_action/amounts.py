@@ -11,10 +11,21 @@
   its words or its scratchpad's arguments, that checks out ("$402 + $306 + $308 = $1,016",
   every operand supported). Numbers are compared as numbers: 1,234.50 is
   1234.5. A sum of two values from different sources is no support by itself: with
-  hundreds of values seen, nearly any amount is one;
+  hundreds of values seen, nearly any amount is one.
+  Fires: an invoice result holds lines of 1200.5 and 34 and a credit of 100, and the model
+  tells "INV-7 comes to $1,234.50 ...; after your $100 credit you owe $1,134.50. With the
+  late fee the balance is $1,310.": nothing holds or derives $1,310. So does "You owe $125
+  today" when 125 is a visit's fee of 85 from one result plus a voucher of 40 from another.
+  Near miss: the $1,234.50 (the lines' total) and $1,134.50 (the total told, less the
+  credit) of that same answer; "For both of you the fees come to $170" when the result
+  lists two patients and a fee of 85 (a value times a count).
 - `unsupported_operand`: the agent computes with a number nothing gave it: a call's argument
   is an arithmetic expression (`expression_pattern`, "(122 + 127) * 2 * 1.5") with an operand
   no tool result, user message or instruction holds (small whole numbers, counts, excepted).
+  Fires: `calculate("730 * 0.096 * 1.35")`, 730 hours a month from the instructions and the
+  hourly 0.096 from `get_price`: 1.35 comes from nowhere.
+  Near miss: `calculate("730 * 0.096 * 2")` for two instances: 2 is a small whole number
+  (`small_integer_max`), and every other operand was given.
 
 Amounts are decided at the run's close: the instructions may arrive last."""
 
@@ -25,9 +36,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, product
-from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import (
     Emit,
     around,
@@ -37,9 +48,6 @@ from mast_otel.processors.detectors.reasoning_common import (
 )
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 # Below this, a value read to the cent is exact in whole cents as a float (2**53 / 100).
 _EXACT_CENTS = 1e13
@@ -82,19 +90,6 @@ def _pairs(source: frozenset[float]) -> frozenset[float]:
     return frozenset(out)
 
 
-class AmountRules:
-    """The two rules' patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        self.config = config
-        self.value = (
-            re.compile(config.value_pattern, re.IGNORECASE) if config.value_pattern else None
-        )
-        self.expression = (
-            re.compile(config.expression_pattern) if config.expression_pattern else None
-        )
-
-
 class Amounts:
     """One run's values seen and amounts told."""
 
@@ -110,9 +105,9 @@ class Amounts:
         "user_text",
     )
 
-    def __init__(self, rules: AmountRules) -> None:
-        self.rules = rules
-        self.config = rules.config
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.amounts
+        self.config = context.config
         # Values seen in tool results and user messages (None once past the bound), the
         # amounts told that none supported yet, and the last user message read.
         self.seen: set[float] | None = set()

@@ -5,6 +5,11 @@
   group (a line and the lines indented under it) name every member by its identifier and tell
   one amount, and that amount is a number of one member only, not the members' total: "HAT069
   & HAT011 - Price: $123", where $123 is HAT069's fare and the connection costs $300.
+  Fires: a result's bundle of CAM-100 ($240) and LENS-35 ($180), told as "- CAM-100 with
+  LENS-35" with "- Price: $240" indented under it.
+  Near miss: the same bundle told at $420 (its total), or as "- CAM-100 ($240) and LENS-35
+  ($180)" (several amounts show its parts); "CAM-100 and CAM-200 are in stock; the cheaper
+  is $240." of a result that is a list of both: search hits side by side are alternatives.
 
 A list at the top of a result is a list of alternatives (search hits), not a group: it is left
 alone, as are words that tell several amounts (they show their parts)."""
@@ -13,15 +18,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import Emit, numbers
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from re import Pattern
 
 _ID = re.compile(r"(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{3,40}")
 _MAX_GROUPS = 512
@@ -89,8 +92,8 @@ class Groups:
 
     __slots__ = ("groups", "value")
 
-    def __init__(self, value: Pattern[str] | None) -> None:
-        self.value = value
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.value = context.amounts.value
         self.groups: dict[tuple[str, ...], Group] = {}
 
     def tool(self, step: Step) -> None:

@@ -8,21 +8,23 @@ calculation gave.
   that is none of the operands while never telling the result (nor its absolute value): it
   computed one thing and told the user another (left out terms, redid the sum by hand).
   Small whole numbers (`small_integer_max`: counts, multipliers) are no operands here.
-"""
+  Fires: `calculate("(129 - 89) + (74 - 45) + 15 * 2")` returns 99.0, and the model tells
+  "Desk: $129 - $89 = $40. Lamp: $74 - $45 = $29. The total you pay for the upgrade is
+  $69.": the shipping left out, 99 never told.
+  Near miss: "... With shipping the total is $99." tells the result; "Shipping is $15 for
+  each of the 2 items, so $30 for shipping." quotes one operand only (2 is a count), which
+  does not tie the words to the calculation."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import Emit, numbers
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
 
 # A tool result that is one number (a calculator's answer), and the text of a reply read.
 _ONE_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -31,24 +33,14 @@ _REPLY_CHARS = 8_000
 _ROUNDING = 0.5
 
 
-class CalculationRules:
-    """The rule's patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        on = bool(config.check_calculations and config.expression_pattern and config.value_pattern)
-        self.expression = re.compile(config.expression_pattern) if on else None
-        self.value = re.compile(config.value_pattern, re.IGNORECASE) if on else None
-        self.small = config.small_integer_max
-
-
 class Calculations:
     """One run's last calculation until the model next speaks: (the call, its expression,
     its operands, its result)."""
 
     __slots__ = ("pending", "rules")
 
-    def __init__(self, rules: CalculationRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.calculation
         self.pending: tuple[StepRef, str, frozenset[float], float] | None = None
 
     def tool(self, step: Step, run: Run) -> None:

@@ -5,16 +5,23 @@
   (a payment line, a new segment) hold numbers, and the model's next words to the user tell
   an amount in a sentence about money moving (`charge_statement_pattern`: "charged",
   "processed", "refunded") that is none of those numbers: it reports what it meant to do, not
-  what the result shows."""
+  what the result shows.
+  Fires: `get_subscription` read SUB-9 with invoice I-1 of $40; `update_subscription` returns
+  it with a new invoice I-2 of $85; the model tells "Done: SUB-9 is on pro. $45 has been
+  charged to your card.".
+  Near miss: "$85 has been charged to your card." (what the result added); "$45 per month
+  will be charged from now on." (what will happen, per unit); the same report when SUB-9
+  was never read before the change (nothing tells what it added)."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mast_otel.processors.classify import ActionClassifier, ActionKind
+from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit, numbers
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.model import Finding, Step, StepRef
@@ -27,25 +34,6 @@ _NOT_DONE = re.compile(
     r"\b(will|would|can|could|may|once|if|when|should|per|each)\b", re.IGNORECASE
 )
 
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-
-
-class ReportRules:
-    """The rule's patterns, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig, classifier: ActionClassifier) -> None:
-        self.config = config
-        self.classifier = classifier
-        self.value = (
-            re.compile(config.value_pattern, re.IGNORECASE) if config.value_pattern else None
-        )
-        self.charge = (
-            re.compile(config.charge_statement_pattern, re.IGNORECASE)
-            if config.charge_statement_pattern and self.value is not None
-            else None
-        )
-
 
 class Reports:
     """One run's records read (the list items of each, by id) and the last change that added
@@ -53,8 +41,8 @@ class Reports:
 
     __slots__ = ("pending", "records", "rules")
 
-    def __init__(self, rules: ReportRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.reports
         self.records: dict[str, frozenset[str]] = {}
         self.pending: tuple[StepRef, str, str, frozenset[float]] | None = None
 

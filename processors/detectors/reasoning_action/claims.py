@@ -3,85 +3,27 @@
 - `claimed_unperformed_action`: the model says it has done something ("one bag has been
   added", "I have cancelled ...", "the change fee was waived": `claimed_action_pattern`) and
   no successful change before it is of that kind: no successful mutating call names the verb
-  or the thing claimed in its tool name or argument names."""
+  or the thing claimed in its tool name or argument names.
+  Fires: after `update_ticket(ticket_id="T-9", status="closed")` succeeded, "Ticket T-9 has
+  been closed. Your refund has been issued to the card on file.": no change issued or
+  refunded anything (the closing is backed by the ticket's update). So does "Your refund has
+  been issued." after `create_refund` failed.
+  Near miss: "The refund R-1 has been issued." after `create_refund` succeeded; "Once a
+  refund has been issued it cannot be changed" and "The late fee was not waived.": a word of
+  condition or negation before the claim (`claim_condition_pattern`) makes it no claim, as
+  a modal in the thing does ("bags can be added": `claim_modal_pattern`)."""
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields
-from typing import TYPE_CHECKING
 
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import Emit, around, stem
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
 
 _MAX_CHANGES = 50_000
-
-# The default of `claim_stopwords`.
-CLAIM_STOPWORDS = (
-    "the",
-    "a",
-    "an",
-    "your",
-    "my",
-    "our",
-    "all",
-    "and",
-    "also",
-    "one",
-    "two",
-    "three",
-    "it",
-    "this",
-    "that",
-    "these",
-    "those",
-    "has",
-    "have",
-    "been",
-    "now",
-    "successfully",
-    "additionally",
-    "new",
-    "same",
-    "both",
-    "each",
-    "i",
-    "we",
-    "you",
-    "for",
-    "to",
-    "of",
-)
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-
-# Every match of the default `claimed_action_pattern` holds one of its verbs (the same
-# letters, under the same IGNORECASE): a model output with none skips that pattern, whose
-# leading words are tried at every position. A configured pattern always runs.
-_DEFAULT_VERBS = re.compile(
-    r"added|removed|cancel|booked|sent|issued|deleted|created|closed|restarted|deployed|"
-    r"merged|submitted|scheduled|assigned|waived",
-    re.IGNORECASE,
-)
-
-
-class ClaimRules:
-    """The rule's patterns and words, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        self.claimed = (
-            re.compile(config.claimed_action_pattern, re.IGNORECASE)
-            if config.claimed_action_pattern
-            else None
-        )
-        default = next(f.default for f in fields(config) if f.name == "claimed_action_pattern")
-        self.verbs = _DEFAULT_VERBS if config.claimed_action_pattern == default else None
-        self.stopwords = frozenset(w.lower() for w in config.claim_stopwords)
-        self.condition = re.compile(config.claim_condition_pattern, re.IGNORECASE)
-        self.modal = re.compile(config.claim_modal_pattern, re.IGNORECASE)
 
 
 class Claims:
@@ -89,8 +31,8 @@ class Claims:
 
     __slots__ = ("changes", "rules")
 
-    def __init__(self, rules: ClaimRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.claims
         self.changes: list[frozenset[str]] = []
 
     def changed(self, step: Step) -> None:

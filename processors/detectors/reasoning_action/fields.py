@@ -10,6 +10,13 @@
     the run knows for that field (a value the field held in some call or result, or a key
     beside such a value in a result's object: {"economy": 120, "business": 300}) that is not
     the one the result shows.
+  Fires: `update_ticket(ticket_id="T-31", priority="urgent")` whose result shows priority
+  "high", then "Done: T-31 priority is now Urgent."; after `get_plans` listed the tiers
+  basic, pro and enterprise, `update_subscription(tier="pro")` whose result shows pro, then
+  "SUB-4 has been upgraded to Enterprise.".
+  Near miss: "Done: T-31 priority is now high (urgent is reserved for outages)." tells what
+  the result shows; "Done: T-31 is now urgent." names no field; "If approved, the priority
+  would be urgent." tells what would happen, no report.
 
 Several changes may come before the model speaks (a new flight, then bags, on one record):
 each field set stays to be reported, and a later change of the same record (its argument
@@ -22,9 +29,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.reasoning_action.context import ReasoningActionContext
 from mast_otel.processors.detectors.reasoning_common import SENTENCE, Emit
 from mast_otel.processors.model import Finding, Step, StepRef
 from mast_otel.processors.run import Run
@@ -39,9 +47,6 @@ _MAX_NODES = 2000
 # Fields set by the changes since the model last spoke, kept to be reported (a bound).
 _MAX_PENDING = 16
 
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.reasoning_action import ReasoningActionConfig
-
 
 def norm(value: str) -> str:
     """A field's value as a sentence writes it: "basic_economy" is "basic economy"."""
@@ -52,26 +57,14 @@ def norm(value: str) -> str:
 _norm_short = lru_cache(maxsize=4096)(norm)
 
 
-class FieldRules:
-    """The rule's pattern, compiled once per detector."""
-
-    def __init__(self, config: ReasoningActionConfig) -> None:
-        self.config = config
-        self.changed_to = (
-            re.compile(config.changed_to_pattern, re.IGNORECASE)
-            if config.changed_to_pattern
-            else None
-        )
-
-
 class Fields:
     """One run's known values per field name, the key groups of results' objects, and the
     fields the successful changes since the model last spoke set: [_Set]."""
 
     __slots__ = ("groups", "pending", "rules", "size", "values")
 
-    def __init__(self, rules: FieldRules) -> None:
-        self.rules = rules
+    def __init__(self, context: ReasoningActionContext) -> None:
+        self.rules = context.fields
         self.values: dict[str, set[str]] = {}
         self.groups: set[frozenset[str]] = set()
         self.size = 0
