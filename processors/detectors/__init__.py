@@ -23,13 +23,13 @@ from mast_otel.processors.detectors import (
     premature_termination,
     reasoning_action,
     role_specification,
-    step_repetition,
     task_specification,
     termination_awareness,
     withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
 from mast_otel.processors.detectors.signals import Signals
+from mast_otel.processors.detectors.step_repetition import detector as step_repetition
 from mast_otel.processors.run import DetectorRun, Run
 
 FACTORIES: tuple[DetectorFactory[Any], ...] = (

@@ -4,10 +4,12 @@ detector added as one more factory is configured from the config file like the o
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,11 +31,22 @@ def test_every_mode_has_one_factory_in_taxonomy_order() -> None:
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=lambda f: f.type)
 def test_a_factory_lives_at_the_end_of_the_module_named_for_it(factory: DetectorFactory) -> None:
-    module = importlib.import_module(f"mast_otel.processors.detectors.{factory.type}")
+    name = f"mast_otel.processors.detectors.{factory.type}"
+    module = importlib.import_module(name)
+    if hasattr(module, "__path__"):
+        # A rule family's folder: its __init__.py is its docstring alone, detector.py ends
+        # with the factory and config.py holds the configuration.
+        init = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
+        assert [type(node) for node in init.body] == [ast.Expr]
+        assert ast.get_docstring(init)
+        module = importlib.import_module(f"{name}.detector")
+        configs: tuple[str, ...] = (f"{name}.config",)
+    else:
+        # Its configuration beside it: in the module, or in `<module>_config` when the module
+        # grew past the size a reader takes in at once.
+        configs = (module.__name__, f"{module.__name__}_config")
     assert module.FACTORY is factory
-    # Its configuration beside it: in the module, or in `<module>_config` when the module
-    # grew past the size a reader takes in at once.
-    assert factory.config.__module__ in (module.__name__, f"{module.__name__}_config")
+    assert factory.config.__module__ in configs
     config = factory.default_config()
     config.validate()
     assert config.enabled is True
