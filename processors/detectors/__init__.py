@@ -13,7 +13,6 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionClassifier
 from mast_otel.processors.detectors import (
-    clarification,
     conversation_reset,
     derailment,
     history_loss,
@@ -28,6 +27,7 @@ from mast_otel.processors.detectors import (
     withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.clarification import detector as clarification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.detectors.step_repetition import detector as step_repetition
 from mast_otel.processors.run import DetectorRun, Run
