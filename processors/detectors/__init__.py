@@ -22,7 +22,6 @@ from mast_otel.processors.detectors import (
     premature_termination,
     reasoning_action,
     role_specification,
-    task_specification,
     termination_awareness,
     withholding,
 )
@@ -30,6 +29,7 @@ from mast_otel.processors.detectors.base import Detector, DetectorContext, Detec
 from mast_otel.processors.detectors.clarification import detector as clarification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.detectors.step_repetition import detector as step_repetition
+from mast_otel.processors.detectors.task_specification import detector as task_specification
 from mast_otel.processors.run import DetectorRun, Run
 
 FACTORIES: tuple[DetectorFactory[Any], ...] = (
