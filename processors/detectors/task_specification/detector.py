@@ -200,24 +200,22 @@ class TaskSpecificationRun(DetectorRun):
             if step.input_text and step.input_text != self.user_text:
                 self._user_turn(step.input_text)
             if step.output_text:
-                self._agent_said(step, run)
+                text = step.output_text
+                self.prerequisites.said(text)
+                self.details.spoken(text, agent=True)
+                self.refusals.spoken(text)
+                if not step.tool_calls:
+                    self.confirmation.proposal = True
+                escalation = self.escalation
+                if not escalation.refusal:
+                    escalation.agent_said(text)
+                held = escalation.offer(text, self.user_text)
+                if held is not None:
+                    self._hold("escalation_offered_after_refusal", step, run, *held)
+                if not step.tool_calls and (made := self.offers.agent_said(text)):
+                    why = OfferWatch.message(made)
+                    self._hold("offer_before_request", step, run, why, {"offer": made})
         return findings
-
-    def _agent_said(self, step: Step, run: Run) -> None:
-        """A model call's words to the user."""
-        text = step.output_text
-        self.prerequisites.said(text)
-        self.details.spoken(text, agent=True)
-        self.refusals.spoken(text)
-        if not step.tool_calls:
-            self.confirmation.proposal = True
-        self.escalation.agent_said(text)
-        held = self.escalation.offer(text, self.user_text)
-        if held is not None:
-            self._hold("escalation_offered_after_refusal", step, run, *held)
-        if not step.tool_calls and (made := self.offers.agent_said(text)):
-            why = OfferWatch.message(made)
-            self._hold("offer_before_request", step, run, why, {"offer": made})
 
     def _refused(self, step: Step, run: Run) -> list[Finding]:
         """A change of what the agent itself told the user is not allowed."""

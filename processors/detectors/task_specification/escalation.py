@@ -61,12 +61,12 @@ class EscalationWatch:
         self.offered = False
 
     def agent_said(self, text: str) -> None:
-        """The agent's words to the user: its first refusal, if this is it."""
-        if not self.refusal:
-            found = self.refusal_pattern.search(text)
-            if found:
-                self.refusal = sentence(text, found)
-                self.refusal_checked = self.read
+        """The agent's words to the user, while it has refused nothing: its first refusal, if
+        this is it."""
+        found = self.refusal_pattern.search(text)
+        if found:
+            self.refusal = sentence(text, found)
+            self.refusal_checked = self.read
 
     def _refusing(self, user_text: str) -> bool:
         """The agent refused a request it may not escalate: not when the refusal came before
