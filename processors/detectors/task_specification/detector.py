@@ -134,7 +134,7 @@ class TaskSpecificationRun(DetectorRun):
         # The policy read from the run's attributes, kept until they change.
         self.policy: Policy | None = None
         self.policy_version = -1
-        # The last user turn and how many there were; the calls held to close.
+        # The user's last turn, and how many turns the user took.
         self.user_text = ""
         self.user_turns = 0
         self.confirmation = ConfirmationWatch(context)
@@ -145,6 +145,7 @@ class TaskSpecificationRun(DetectorRun):
         self.window = WindowWatch(context)
         self.details = DetailWatch(context)
         self.offers = OfferWatch(context)
+        # The findings held until the run's instructions are known.
         self.pending: list[_Pending] = []
 
     def _policy(self, run: Run) -> Policy:
