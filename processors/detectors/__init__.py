@@ -13,7 +13,6 @@ from typing import Any
 
 from mast_otel.processors.classify import ActionClassifier
 from mast_otel.processors.detectors import (
-    clarification,
     conversation_reset,
     derailment,
     history_loss,
@@ -22,24 +21,27 @@ from mast_otel.processors.detectors import (
     missing_verification,
     premature_termination,
     role_specification,
-    step_repetition,
-    task_specification,
     termination_awareness,
     withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.clarification import detector as clarification_detector
 from mast_otel.processors.detectors.reasoning_action import detector as reasoning_action_detector
 from mast_otel.processors.detectors.signals import Signals
+from mast_otel.processors.detectors.step_repetition import detector as step_repetition_detector
+from mast_otel.processors.detectors.task_specification import (
+    detector as task_specification_detector,
+)
 from mast_otel.processors.run import DetectorRun, Run
 
 FACTORIES: tuple[DetectorFactory[Any], ...] = (
-    task_specification.FACTORY,  # FM-1.1
+    task_specification_detector.FACTORY,  # FM-1.1
     role_specification.FACTORY,  # FM-1.2
-    step_repetition.FACTORY,  # FM-1.3
+    step_repetition_detector.FACTORY,  # FM-1.3
     history_loss.FACTORY,  # FM-1.4
     termination_awareness.FACTORY,  # FM-1.5
     conversation_reset.FACTORY,  # FM-2.1
-    clarification.FACTORY,  # FM-2.2
+    clarification_detector.FACTORY,  # FM-2.2
     derailment.FACTORY,  # FM-2.3
     withholding.FACTORY,  # FM-2.4
     ignored_input.FACTORY,  # FM-2.5

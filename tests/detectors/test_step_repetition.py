@@ -9,7 +9,7 @@ import pytest
 
 from mast_otel.collector.config import Config
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.step_repetition import StepRepetitionConfig
+from mast_otel.processors.detectors.step_repetition.config import StepRepetitionConfig
 from tests.imported import findings_of, tau_findings
 from tests.steps import GET_PODS, PODS_BAD, RESTART, RunBuilder, analyse, modes, only, rules
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from mast_otel.processors import conventions
-from mast_otel.processors.detectors.task_specification import TaskSpecificationConfig
+from mast_otel.processors.detectors.task_specification.config import TaskSpecificationConfig
 from mast_otel.processors.model import Step
 from tests.detectors.real_runs import tau_findings
 from tests.steps import RunBuilder, analyse, rules

@@ -1,27 +1,39 @@
-"""FM-1.1's `change_with_unlisted_detail` watch: a confirmed change that carries a detail the
+"""FM-1.1's rule `change_with_unlisted_detail`: a confirmed change that carries a detail the
 conversation never named.
 
-Under instructions that require listing a change's details and the user's explicit yes, the
-user can only agree to what was put to them. An identifier among a change's arguments (a value
-of `detail_value_pattern`: a name and a number, such as `credit_card_4938634`; not a free-text
-argument, nor one of a set of its kind such as a trip's flights) that no turn of the
-conversation named before the change (the user's or the agent's words: the identifier, its
-digits, a value of the result object that holds it such as a card's last four digits, or its
-kind when tool results offered only one of that kind or showed nothing else that would name it)
-was not among the details the user said yes to. An identifier a read looked up before (the
-customer, the order) is the change's context, not such a detail. Nor is one the user's own words
-chose: the changed record's own value when the user asked to keep it ("refund to the original
-payment method": `detail_reuse_pattern`, read as FM-2.2 reads it), or said yes to the agent's
-proposal that put it so ("your original payment method will be used"), or when the change's
-result shows the record holding it as before (nothing charged or moved: `detail_unchanged`);
-nor one of the kind the user's yes itself named ("yes, and use a gift card"): which one of
-several that was is a choice made without asking (FM-2.2's `unasked_choice`), not a detail
-kept from the user.
+`change_with_unlisted_detail`: under instructions that require listing a change's details and
+the user's explicit yes, the user can only agree to what was put to them. An identifier among a
+change's arguments (a value of `detail_value_pattern`: a name and a number, such as
+`credit_card_4938634`; not a free-text argument, nor one of a set of its kind such as a trip's
+flights) that no turn of the conversation named before the change (the user's or the agent's
+words: the identifier, its digits, a value of the result object that holds it such as a card's
+last four digits, or its kind when tool results offered only one of that kind or showed nothing
+else that would name it) was not among the details the user said yes to. An identifier a read
+looked up before (the customer, the order) is the change's context, not such a detail. Nor is
+one the user's own words chose: the changed record's own value when the user asked to keep it
+("refund to the original payment method": `detail_reuse_pattern`, read as FM-2.2 reads it), or
+said yes to the agent's proposal that put it so ("your original payment method will be used"),
+or when the change's result shows the record holding it as before (nothing charged or moved:
+`detail_unchanged`); nor one of the kind the user's yes itself named ("yes, and use a gift
+card"): which one of several that was is a choice made without asking (FM-2.2's
+`unasked_choice`), not a detail kept from the user. The instructions are read at close
+(`confirmation_required_pattern`), and only in a conversation
+(`confirmation_needs_conversation`); a change the user did not confirm at all is
+`change_without_confirmation` instead.
+
+Fires: a subscription agent reads an account with two cards (`card_40021`, a visa ending 4242,
+and `card_77310`, an amex ending 0005), proposes "Pro costs $30 a month more. Shall I upgrade
+plan pro now?", the customer says "Yes, go ahead.", and it calls `update_subscription` with
+`payment_method: card_77310`: the card was never named.
+
+Near miss: "Pro is $30 more, on your amex ending 0005. OK?" (named by a value of its object);
+the customer's "Yes, charge my card ending 0005."; "on your card" with one card on the account;
+"Yes, and charge it to the same payment method as the order." for the order's own card.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from mast_otel.processors.detectors.clarification_offers import (
     DIGITS,
@@ -33,9 +45,7 @@ from mast_otel.processors.detectors.clarification_offers import (
     tokens,
 )
 from mast_otel.processors.detectors.clarification_records import TargetRecords
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.task_specification import TaskSpecification
+from mast_otel.processors.detectors.task_specification.context import TaskSpecificationContext
 
 # Tokens and identifiers remembered per run (a bound on memory; past it, nothing is learnt).
 MAX_WORDS = 50_000
@@ -47,12 +57,13 @@ class DetailWatch:
 
     __slots__ = ("aliases", "choice", "free", "kinds", "offered", "records", "said", "yes_kinds")
 
-    def __init__(self, detector: TaskSpecification, unchanged: bool = True) -> None:
-        self.choice = choice = detector.detail_value
-        self.free = detector.free_argument
+    def __init__(self, context: TaskSpecificationContext) -> None:
+        self.choice = choice = context.detail_value
+        self.free = context.free_argument
         # The records results returned and the user's asks to keep their values; the kinds
         # the user's last turn (the yes a change follows) named.
-        self.records = TargetRecords(choice, detector.detail_reuse, unchanged)
+        unchanged = context.config.detail_unchanged
+        self.records = TargetRecords(choice, context.detail_reuse, unchanged)
         self.yes_kinds: set[str] = set()
         # Tokens of the conversation, the kinds its words name, the identifiers results
         # offered by kind, and the other values of the object holding each.
@@ -128,3 +139,13 @@ class DetailWatch:
                 continue  # "the gift card", the only one there is, or one we cannot tell apart
             return key, value
         return None
+
+
+def unlisted_detail(call: str, found: tuple[str, str], said: str) -> tuple[str, dict[str, Any]]:
+    """The message and values of a `change_with_unlisted_detail` finding: `call` carries the
+    (argument, identifier) `found`, and `said` is the user's last turn."""
+    key, value = found
+    detail = f"{key}={value}"
+    message = f"{call} carries {detail}, which no turn named before the user's yes "
+    message += f"({said!r}); the instructions require listing a change's details first"
+    return message, {"call": call, "detail": detail, "last_user_turn": said}

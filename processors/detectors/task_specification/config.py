@@ -1,83 +1,133 @@
-"""FM-1.1 Disobey task specification: the run does what its task forbids.
-
-Rules, against the task's policy (the run's `mast.task.*` attributes, else the configured
-defaults):
-- `tool_not_allowed`: a tool call outside `mast.task.allowed_tools`;
-- `mutation_in_read_only_task`: a mutating call (see `classification`) in a read-only task;
-- `step_budget` / `time_budget` / `token_budget`: the run passes its budget of steps (model
-  calls plus tool calls), seconds or tokens; reported once, at the step that crosses it.
-- `change_without_confirmation`: the run's instructions (`mast.task.description`) require
-  explicit confirmation before changes (`confirmation_required_pattern`), and a mutating call
-  follows a user turn that does not affirm (`affirmative_pattern`), or follows the agent's own
-  new proposal that no user turn answered, or retries a failed change with other arguments in
-  the same user turn (the user agreed to the first details, not these; arguments compare as
-  values, key order and spacing aside);
-- `escalation_after_refusal`: the instructions say to escalate to a person only when a request
-  cannot be handled (`escalate_only_pattern`), and the agent escalates (a call whose tool name
-  matches `escalation_tool_pattern`) after it told the user the request is not allowed
-  (`refusal_pattern`): a request the instructions say to deny is not one it cannot handle;
-  `escalation_offered_after_refusal`: the same, where the agent offers the escalation in its
-  words (`escalation_offer_pattern`) rather than making it (reported once per run). Neither
-  is reported when the refusal came before any tool returned anything (it is about the kind
-  of request, not a rule applied to what was read) and the user's last turn asked for a
-  person (`person_request_pattern`);
-- `offer_before_request`: the instructions forbid offering something unless the user asks
-  (`no_proactive_offer_pattern`), and the agent offers it (`offer_pattern`: compensation, a
-  voucher, a credit) before any user turn asked for one (`offer_request_pattern`); once a run;
-- `change_with_unlisted_detail`: under the same instructions, a change the user did confirm
-  carries an identifier (`detail_value_pattern`) no turn named before, and not one the user's
-  words chose (the changed record's own value kept as asked, `detail_reuse_pattern`, or as
-  the proposal they said yes to put it; one of the kind their yes named; see
-  task_specification_details.py);
-- `change_before_prerequisites`: a change made before the agent obtained what the instructions
-  say to obtain first for changes of its verb (`prerequisite_pattern`; see
-  task_specification_prerequisites.py);
-- `change_to_past_resource`: the instructions state the current time
-  (`current_time_pattern`), and a change names a resource whose scheduled dates, as a call
-  last read them (`schedule_key_pattern`), all lie before the current day (see
-  task_specification_past.py);
-- `change_outside_window`: the instructions allow a kind of change only within a time of the
-  resource's creation (`change_window_pattern`), and a change of that kind names a resource
-  whose record, as read, was created longer ago than that before the current time and shows
-  none of the exceptions they name (see task_specification_window.py);
-- `change_after_own_refusal`: a change whose tool's verb the agent had refused, in words
-  (`refusal_pattern`), for the very resource the change names (see
-  task_specification_refused.py).
-
-Policy attributes usually sit on the root span, which arrives last; calls are therefore
-checked as they come against what is known, and again at close against the whole policy, so
-a violation is reported whichever arrived first.
-"""
+"""FM-1.1's settings: the `detectors.task_specification` section, its defaults (the patterns
+the rules read the run's instructions and turns with) and their checks."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from mast_otel.processors.detectors.base import Detector, DetectorFactory
 from mast_otel.processors.detectors.clarification_records import REUSE
-from mast_otel.processors.detectors.task_specification_offer import optional
-from mast_otel.processors.detectors.task_specification_policy import (
-    AFFIRMATIVE,
-    CHANGE_WINDOW,
-    CONFIRMATION_REQUIRED,
-    CREATION_KEY,
-    CURRENT_TIME,
-    ESCALATE_ONLY,
-    ESCALATION_OFFER,
-    ESCALATION_TOOL,
-    NEGATIVE,
-    NO_PROACTIVE_OFFER,
-    OFFER,
-    OFFER_REQUEST,
-    PERSON_REQUEST,
-    PREREQUISITE,
-    REFUSAL,
-    SCHEDULE_KEY,
+
+# Default patterns of the rules (see TaskSpecificationConfig for what each decides).
+
+# Instructions that require the user's explicit confirmation before a change
+# (case-insensitive regular expression over `mast.task.description`); "" turns the
+# `change_without_confirmation` rule off.
+CONFIRMATION_REQUIRED = (
+    r"explicit(ly)?\s+(\w+\s+){0,2}(confirm|confirmation|approv\w*|consent)|"
+    r"confirm(ation)?\s+(from the user\s+)?before\s+(taking|making|any|performing|executing)|"
+    r"(ask|wait)\s+for\s+(the user'?s?\s+)?(explicit\s+)?(approval|confirmation)\s+before|"
+    r"(must|always)\s+(first\s+)?(get|obtain|ask for|request)\s+(the user'?s?\s+)?"
+    r"(explicit\s+)?(approval|confirmation|consent)"
 )
-from mast_otel.processors.detectors.task_specification_run import TaskSpecificationRun
-from mast_otel.processors.run import DetectorRun, Run
+
+# A user turn that agrees to what the agent proposed.
+AFFIRMATIVE = (
+    r"\b(yes|yeah|yep|yup|confirm(ed)?|go ahead|proceed|approved?|do it|"
+    r"(looks|sounds) (good|right|correct|fine)|that'?s (right|correct|fine))\b"
+)
+
+# A user turn that holds back ("no", "wait", "don't"): not an agreement even with a "yes"
+# further on ("no, I don't confirm").
+NEGATIVE = (
+    r"^\W*(no|nope|not yet|wait|hold on|stop)\b|\b(do not|don'?t) (proceed|go ahead|do it|"
+    r"confirm)\b"
+)
+
+# Instructions that allow escalating to a person only when a request cannot be handled;
+# "" turns the `escalation_after_refusal` rule off.
+ESCALATE_ONLY = (
+    r"(transfer|escalat|hand\s*off|hand\s+over)\w*[^.\n]{0,120}\b(if and only if|only if|"
+    r"only when|only in case)\b"
+)
+
+# Tool names of an escalation to a person, besides the calls the classifier calls
+# escalations.
+ESCALATION_TOOL = (
+    r"(transfer|escalat|handoff|hand_off|route)\w*(human|person|operator|live|supervisor|"
+    r"representative|staff)|(human|person|operator)\w*(transfer|escalat|handoff)"
+)
+
+# The agent offering to escalate to a person in its words; "" turns the offer rule off.
+ESCALATION_OFFER = (
+    r"\b(transfer|escalate|connect|hand)\w*\s+(you|this|your (request|case|issue))\s+"
+    r"(over\s+)?(to|with)\s+(a|an|our)\s+(human|live|real|person|supervisor|"
+    r"representative|specialist)"
+)
+
+# Instructions stating the current time (its first ISO date is the current day); "" turns
+# the `change_to_past_resource` rule off.
+CURRENT_TIME = r"\b(current|today'?s?)\s+(date|time|day)\b[^.\n]{0,40}?\d{4}-\d{2}-\d{2}"
+
+# Keys of a read result whose dates are the resource's schedule (not birth, creation or
+# update stamps).
+SCHEDULE_KEY = (
+    r"^(?!.*(birth|dob|creat|updat|modif|expir|issued|paid|purchas))"
+    r"(date|\w+_date|start\w*|end\w*|scheduled\w*|depart\w*|arriv\w*|due\w*)$"
+)
+
+# A user turn asking to be put through to a person.
+PERSON_REQUEST = (
+    r"\b(supervisor|manager|human|(real|live) person|representative|someone (else|above))\b|"
+    r"\b(speak|talk)\s+(to|with)\s+(someone|somebody|a person)\b"
+)
+
+# The agent telling the user a request is not allowed (its own refusal, by policy).
+REFUSAL = (
+    r"\b(i(?:'m| am) (unable|not able) to (cancel|change|modify|process|remove|refund|"
+    r"issue|update|offer|grant|approve|do)|i can(not|'t|not) (cancel|change|modify|process|"
+    r"remove|refund|issue|update|offer|grant|approve)|(cannot|can't|can not) be (cancel\w*|"
+    r"added|changed|modified|refunded|removed|processed|updated)|(is|are) not (eligible|allowed|"
+    r"permitted)|(isn't|aren't) (eligible|allowed|permitted)|(does not|doesn't) cover|"
+    r"not (allowed|permitted) (by|under|according to)|against (the |our )?polic\w*|"
+    r"polic(y|ies) (does not|doesn't|do not|don't) (allow|permit)|"
+    r"i (can|am able to) only [^.!?\n]{0,80}\bnot\b)"
+)
+
+# Instructions that forbid offering something unless the user asks for it; "" turns the
+# `offer_before_request` rule off.
+NO_PROACTIVE_OFFER = (
+    r"\b(do not|don't|never|should not|must not)\s+(proactively|voluntarily|"
+    r"pre-?emptively)\s+(offer|suggest|propose|give|mention)|\b(offer|give)\w*\s[^.\n]{0,80}"
+    r"\bonly\s+(if|when)\s+(the\s+)?(user|customer|client|patient|caller)s?\s+"
+    r"(explicitly\s+)?(asks?|requests?)"
+)
+
+# Instructions listing what the agent must obtain before a kind of change ("must first
+# obtain the user id and the reason for cancellation"); "" turns the
+# `change_before_prerequisites` rule off. The group `items` holds the list.
+PREREQUISITE = (
+    r"\bmust\s+first\s+(?:obtain|collect|get|gather|ask\s+for|request)\s+(?P<items>[^.;\n]+)"
+)
+
+# The agent offering such a thing in its words to the user (not when negated: "I cannot
+# offer ...").
+OFFER = (
+    r"\b(offer|issu|provid|giv|grant|receiv|eligible\s+for)\w*\s+(you\s+)?((a|an|the|some)\s+)?"
+    r"(\$\s?\d[\d,.]*\s+)?([\w-]+\s+){0,2}(certificate|voucher|coupon|credit(?!\s*card)|"
+    r"discount|compensation|goodwill|gesture)s?\b"
+)
+
+# A user turn asking for such a thing (after which an offer is an answer).
+OFFER_REQUEST = (
+    r"\b(compensat\w*|certificates?|vouchers?|coupons?|credit(?!\s*card)|discounts?|"
+    r"reimburs\w*|refund\w*|money back|make (it|this|that) up|goodwill|gesture)\b"
+)
+
+# Instructions allowing a kind of change only within a time of the resource's creation ("can
+# be cancelled within 24 hours of booking"); "" turns the `change_outside_window` rule off.
+# Groups: `verb` (held by the tool names of such changes), `amount` and `unit`.
+CHANGE_WINDOW = (
+    r"\b(?:can|may)\s+(?:only\s+)?be\s+(?P<verb>cancel|refund|return|modif|chang|amend|delet)"
+    r"\w*\s+(?:\w+\s+){0,3}?within\s+(?P<amount>\d+)\s+(?P<unit>hours?|days?)\s+(?:of|after)\s+"
+    r"(?:the\s+)?(?:booking|purchase|order\w*|creation|reservation|sign-?up|placement|delivery)"
+)
+
+# Keys of a record whose value is its creation stamp.
+CREATION_KEY = (
+    r"^(?:created|creation|booked|purchased|ordered|placed|opened)(?:_?(?:at|on|date|time))?$|"
+    r"^(?:creation|booking|purchase|order)_(?:date|time)$"
+)
 
 
 @dataclass
@@ -196,49 +246,3 @@ class TaskSpecificationConfig:
                 ) from exc
         if self.max_findings_per_run < 0:
             raise ValueError("detectors.task_specification.max_findings_per_run must be >= 0")
-
-
-class TaskSpecification(Detector):
-    mode = "FM-1.1"
-    name = "task_specification"
-    version = "1.0"
-    config: TaskSpecificationConfig
-
-    def __init__(self, config: Any, context: Any) -> None:
-        super().__init__(config, context)
-        flags = re.IGNORECASE
-        c = self.config
-        self.confirmation_required = optional(c.confirmation_required_pattern)
-        self.affirmative = re.compile(c.affirmative_pattern, flags)
-        self.negative = re.compile(c.negative_pattern, flags)
-        self.escalate_only = optional(c.escalate_only_pattern)
-        self.escalation_tool = re.compile(c.escalation_tool_pattern, flags)
-        self.escalation_offer = optional(c.escalation_offer_pattern)
-        self.refusal = re.compile(c.refusal_pattern, flags)
-        self.person_request = optional(c.person_request_pattern)
-        self.no_proactive_offer = optional(c.no_proactive_offer_pattern)
-        self.offer = optional(c.offer_pattern)
-        self.offer_request = re.compile(c.offer_request_pattern, flags)
-        self.prerequisite = optional(c.prerequisite_pattern)
-        self.current_time = optional(c.current_time_pattern)
-        self.schedule_key = re.compile(c.schedule_key_pattern, flags)
-        self.detail_value = optional(c.detail_value_pattern)
-        self.detail_reuse = optional(c.detail_reuse_pattern)
-        self.free_argument = re.compile(c.free_argument_pattern, flags)
-        self.change_window = optional(c.change_window_pattern)
-        self.creation_key = re.compile(c.creation_key_pattern, flags)
-
-    def affirms(self, text: str) -> bool:
-        """A user turn that agrees to what was proposed."""
-        return bool(self.affirmative.search(text)) and not self.negative.search(text)
-
-    def open(self, run: Run) -> DetectorRun:
-        return TaskSpecificationRun(self)
-
-
-FACTORY = DetectorFactory(
-    type="task_specification",
-    mode="FM-1.1",
-    config=TaskSpecificationConfig,
-    create=TaskSpecification,
-)

@@ -1,24 +1,34 @@
-"""FM-1.1's `offer_before_request` watch, and the sentence around a match that its findings
-quote.
+"""FM-1.1's rule `offer_before_request`, and the sentence around a match that FM-1.1's
+findings quote.
 
-Instructions may forbid offering something (compensation, a voucher, a discount) unless the
-user asks for it ("do not proactively offer these unless the user explicitly asks"). The watch
-follows the conversation: the user's turns (has the user asked for such a thing yet?) and the
-agent's words to the user (does it offer one?), and gives the agent's first offer made before
-any request; the detector holds it for that clause of the instructions, known at close.
+`offer_before_request`: the instructions forbid offering something (compensation, a voucher, a
+discount) unless the user asks for it (`no_proactive_offer_pattern`: "do not proactively offer
+these unless the user explicitly asks"), and the agent offers it in its words to the user
+(`offer_pattern`; not when negated: "I cannot offer ...") before any user turn asked for one
+(`offer_request_pattern`). The watch follows the conversation, the user's turns (has the user
+asked for such a thing yet?) and the agent's words (does it offer one?), and gives the agent's
+first offer made before any request, once a run; the detector holds it for that clause of the
+instructions, known at close.
+
+Fires: under "Do not proactively offer credits: only when the customer explicitly asks for
+compensation", the customer reports a day-long outage and the agent answers "Since the outage
+lasted 30 hours, I can offer you a service credit of one day's fee. Would you like that?".
+Telling the customer "your organisation is eligible for a service voucher" is an offer too.
+
+Near miss: the customer said "I want compensation." before the same offer (it answers a
+request); "I'm sorry, I cannot offer a credit for outages shorter than two days." (negated);
+"Could you provide the credit card on file?" (a credit card is no credit); the same offer
+under instructions that do not forbid it.
 """
 
 from __future__ import annotations
 
 import re
 
+from mast_otel.processors.detectors.task_specification.context import TaskSpecificationContext
+
 # Words before an offer that take it back ("I cannot offer", "unable to offer").
 _NEGATION = re.compile(r"\b(not|no|cannot|can't|unable|won't|never|nor)\b[^.!?\n]{0,40}$", re.I)
-
-
-def optional(pattern: str) -> re.Pattern[str] | None:
-    """A case-insensitive pattern, or None for "" (its rule turned off)."""
-    return re.compile(pattern, re.IGNORECASE) if pattern else None
 
 
 def sentence(text: str, found: re.Match[str], before: int = 60, after: int = 100) -> str:
@@ -44,9 +54,10 @@ class OfferWatch:
 
     __slots__ = ("asked", "done", "offer", "request")
 
-    def __init__(self, offer: re.Pattern[str] | None, request: re.Pattern[str]) -> None:
+    def __init__(self, context: TaskSpecificationContext) -> None:
+        offer = context.offer if context.no_proactive_offer else None
         self.offer = offer
-        self.request = request
+        self.request = context.offer_request
         # Has the user asked for such a thing; has the watch already given its one offer?
         self.asked = False
         self.done = offer is None

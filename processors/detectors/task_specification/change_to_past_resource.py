@@ -1,15 +1,23 @@
-"""FM-1.1's `change_to_past_resource` watch: a change to something that has already taken place.
+"""FM-1.1's rule `change_to_past_resource`: a change to something that has already taken place.
 
-Instructions may state the current time ("The current time is 2024-05-15 15:00:00";
-`current_time_pattern`, its first ISO date). A call names a resource by its arguments
-(`get_booking({"booking_id": "B-12"})`), and its result carries the resource's scheduled
-dates: the values of keys such as `date`, `start_date` or `scheduled_at`
+`change_to_past_resource`: instructions may state the current time ("The current time is
+2024-05-15 15:00:00": `current_time_pattern`, its first ISO date). A call names a resource by
+its arguments (`get_booking({"booking_id": "B-12"})`), and its result carries the resource's
+scheduled dates: the values of keys such as `date`, `start_date` or `scheduled_at`
 (`schedule_key_pattern`; birth, creation and update stamps are not schedules). When a change
 of the same kind of resource (a noun of the tool names after the verb: `cancel_booking`)
 names a resource whose latest scheduled date, as last read, is before the current day, what
 it changes is over: a trip already flown, a maintenance window already closed, a shift
 already worked. The watch keeps the latest date per resource and the changes that named one;
 the instructions are read at close, when they are known.
+
+Fires: under "The current time is 2025-03-10 09:00 UTC.", `get_maintenance_window({"window_id":
+"MW-2207"})` returns slots with `start_date` 2025-03-01 and `end_date` 2025-03-02, the user says
+"Yes, cancel it.", and the agent calls `cancel_maintenance_window({"window_id": "MW-2207"})`.
+
+Near miss: the window's slots lie after 2025-03-10; only its `created_at` and its owner's
+`birth_date` are in the past (no schedule); instructions that do not say what time it is; a
+new booking for a customer whose past visits are dated (another kind of resource).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mast_otel.processors.classify import name_words
+from mast_otel.processors.detectors.task_specification.context import TaskSpecificationContext
 from mast_otel.processors.model import StepRef
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -38,7 +47,7 @@ class HeldChange:
     latest: str
 
 
-def _identifiers(arguments: str) -> list[str]:
+def identifiers(arguments: str) -> list[str]:
     """The string values of a call's top-level arguments: the names of what it reads or
     changes."""
     if not arguments.lstrip().startswith("{"):
@@ -58,10 +67,10 @@ class PastWatch:
 
     __slots__ = ("changes", "keys", "latest", "limit", "now")
 
-    def __init__(self, now: re.Pattern[str] | None, keys: re.Pattern[str], limit: int) -> None:
-        self.now = now
-        self.keys = keys
-        self.limit = limit
+    def __init__(self, context: TaskSpecificationContext) -> None:
+        self.now = context.current_time
+        self.keys = context.schedule_key
+        self.limit = context.config.max_findings_per_run
         # Per resource name: its latest scheduled date and the read tool's nouns.
         self.latest: dict[str, tuple[str, frozenset[str]]] = {}
         self.changes: list[HeldChange] = []
@@ -70,7 +79,7 @@ class PastWatch:
         """A call's result: the latest scheduled date of the resource its arguments name."""
         if self.now is None or len(result) > _MAX_RESULT or not result.lstrip().startswith("{"):
             return
-        names = _identifiers(arguments)
+        names = identifiers(arguments)
         if not names:
             return
         try:
@@ -108,7 +117,7 @@ class PastWatch:
         if self.now is None or len(self.changes) >= self.limit:
             return
         nouns = set(name_words(tool_name)[1:])
-        for name in _identifiers(arguments):
+        for name in identifiers(arguments):
             latest, read_nouns = self.latest.get(name, ("", frozenset()))
             if latest and nouns & read_nouns:
                 self.changes.append(HeldChange(ref, call, name, latest))

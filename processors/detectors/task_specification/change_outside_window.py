@@ -1,19 +1,30 @@
-"""FM-1.1's `change_outside_window` watch: a change the instructions allow only within a time
+"""FM-1.1's rule `change_outside_window`: a change the instructions allow only within a time
 of the resource's creation, made after that time, on a resource none of their exceptions
 cover.
 
-Instructions may bound a kind of change by the resource's age ("All orders can be cancelled
-within 24 hours of purchase. Otherwise, ... express orders can always be cancelled";
-`change_window_pattern`, groups `verb`, `amount` and `unit`) and state the current time
-(`current_time_pattern`). A read names a resource by its arguments and returns its record,
-with a creation stamp (`creation_key_pattern`). A change whose tool name holds the verb and
-that names such a resource is checked at close: when the record was created more than the
+`change_outside_window`: instructions may bound a kind of change by the resource's age ("All
+orders can be cancelled within 24 hours of purchase. Otherwise, ... express orders can always
+be cancelled"; `change_window_pattern`, groups `verb`, `amount` and `unit`) and state the
+current time (`current_time_pattern`). A read names a resource by its arguments and returns its
+record, with a creation stamp (`creation_key_pattern`). A change whose tool name holds the verb
+and that names such a resource is checked at close: when the record was created more than the
 window before the current time, the change is outside the window unless the record shows an
-exception the clause after the window (up to the next heading) names: a field it names
-whose value says yes (`"insurance": "yes"` beside "only if travel insurance is bought"), or
-a value it says can always be changed (`"cabin": "business"` beside "business flights can
-always be cancelled"). A run where some read shows something cancelled by the other side (a status
+exception the clause after the window (up to the next heading) names: a field it names whose
+value says yes (`"insurance": "yes"` beside "only if travel insurance is bought"), or a value
+it says can always be changed (`"cabin": "business"` beside "business flights can always be
+cancelled"). A run where some read shows something cancelled by the other side (a status
 `cancelled`) is left alone: the instructions' other exceptions are not checked here.
+
+Fires: under "The current time is 2025-06-02 10:00 UTC." and "Orders can be cancelled within
+48 hours of purchase. Otherwise, standard orders can be cancelled only if a return guarantee
+was bought, and express orders can always be cancelled.", `get_order` shows ORD-4410 created
+2025-05-28T09:12:00, `"shipping": "standard"`, `"guarantee": "no"`, and the agent calls
+`cancel_order({"order_id": "ORD-4410"})`. Without the read, the cancellation's own result dates
+the order the same way.
+
+Near miss: the order created 2025-06-01T11:00:00 (within 48 hours); `"guarantee": "yes"` or
+`"shipping": "express"` (an exception the clause names); "within 7 days of purchase" (a
+five-day-old order is inside); a change of another verb than the window names.
 """
 
 from __future__ import annotations
@@ -21,14 +32,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.detectors.base import json_doc
-from mast_otel.processors.detectors.task_specification_past import _identifiers
+from mast_otel.processors.detectors.task_specification.change_to_past_resource import identifiers
+from mast_otel.processors.detectors.task_specification.context import TaskSpecificationContext
 from mast_otel.processors.model import Step, StepRef
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.task_specification import TaskSpecification
 
 # Resources remembered per run and characters of a result parsed (bounds on memory and time).
 MAX_RESOURCES = 256
@@ -89,11 +98,11 @@ class WindowWatch:
 
     __slots__ = ("changes", "creation", "limit", "now", "other_cancelled", "records", "window")
 
-    def __init__(self, detector: TaskSpecification, limit: int) -> None:
-        self.now = detector.current_time
-        self.window = detector.change_window if self.now is not None else None
-        self.creation = detector.creation_key
-        self.limit = limit
+    def __init__(self, context: TaskSpecificationContext) -> None:
+        self.now = context.current_time
+        self.window = context.change_window if self.now is not None else None
+        self.creation = context.creation_key
+        self.limit = context.config.max_findings_per_run
         self.records: dict[str, dict[str, str]] = {}
         self.changes: list[HeldWindowChange] = []
         self.other_cancelled = False
@@ -107,7 +116,7 @@ class WindowWatch:
         record = _record(result, self.creation)
         if record is None:
             return
-        for name in _identifiers(arguments):
+        for name in identifiers(arguments):
             if name in self.records or len(self.records) < MAX_RESOURCES:
                 self.records[name] = record
 
@@ -117,7 +126,7 @@ class WindowWatch:
         if self.window is None or step.failed or len(self.changes) >= self.limit:
             return
         tool, arguments, result = step.tool_name, step.tool_arguments, step.tool_result
-        for name in _identifiers(arguments):
+        for name in identifiers(arguments):
             record = self.records.get(name) or _record(result, self.creation)
             if record is not None:
                 self.changes.append(HeldWindowChange(ref, tool, call, name, record))

@@ -1,10 +1,20 @@
-"""FM-1.1's `change_after_own_refusal` watch: a change the agent itself said is not allowed.
+"""FM-1.1's rule `change_after_own_refusal`: a change the agent itself said is not allowed.
 
-The agent tells the user, in a paragraph that names a resource ("Reservation XEHM4B cannot be
-cancelled: ..."), that an action is not allowed (`refusal_pattern`, whose words include a
-word of the action's family: "cancelled" of `cancel`). A later change whose tool's verb is of
-that family (`cancel_reservation`) and whose arguments name that resource does what the agent
-had ruled out. A paragraph is a block of text between blank lines or a list item.
+`change_after_own_refusal`: the agent tells the user, in a paragraph that names a resource
+("Reservation XEHM4B cannot be cancelled: ..."), that an action is not allowed
+(`refusal_pattern`, whose words include a word of the action's family: "cancelled" of
+`cancel`). A later change whose tool's verb is of that family (`cancel_reservation`) and whose
+arguments name that resource does what the agent had ruled out. A paragraph is a block of text
+between blank lines or a list item. Reported as the change is made, whatever the instructions
+say.
+
+Fires: the agent writes "1. **payments-db** is under the production change freeze. It cannot
+be updated before the freeze ends on Friday.", the user says "Please just do it.", and it calls
+`update_service({"service": "payments-db", "config": "v42"})`.
+
+Near miss: the same words, then `update_service` on search-api (its own list item, "can be
+updated now", refuses nothing); `restart_service` on payments-db (it was refused an update, and
+restarting is another action).
 """
 
 from __future__ import annotations
@@ -16,7 +26,8 @@ from typing import Any
 from mast_otel.processors.classify import name_words
 from mast_otel.processors.detectors.base import short
 from mast_otel.processors.detectors.clarification_offers import string_arguments
-from mast_otel.processors.detectors.task_specification_offer import sentence
+from mast_otel.processors.detectors.task_specification.context import TaskSpecificationContext
+from mast_otel.processors.detectors.task_specification.offer_before_request import sentence
 
 _PARAGRAPH = re.compile(r"\n\s*\n|\n(?=\s*(?:\d+[.)]|[-*•])\s)")
 _WORD = re.compile(r"[a-z]+")
@@ -43,8 +54,8 @@ class RefusalWatch:
 
     __slots__ = ("pattern", "refusals")
 
-    def __init__(self, pattern: re.Pattern[str]) -> None:
-        self.pattern = pattern
+    def __init__(self, context: TaskSpecificationContext) -> None:
+        self.pattern = context.refusal
         self.refusals: list[Refusal] = []
 
     def spoken(self, text: str) -> None:

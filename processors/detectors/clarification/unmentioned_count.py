@@ -1,13 +1,25 @@
-"""FM-2.2's `unmentioned_count` watch: a change that sets a number nobody spoke of.
+"""FM-2.2's rule `unmentioned_count`: a change that sets a number nobody spoke of.
 
-In a conversation, a change that sets a positive count (an integer argument: `seats`,
+`unmentioned_count`: in a conversation (the user spoke at least `counts_min_user_turns` times;
+0 turns the rule off), a change that sets a positive count (an integer argument: `seats`,
 `total_baggages`, `nights`) whose subject (the argument name's words other than count words
-such as `total` or `number`) no user turn mentioned, nor any agent message that asks the user
-something (one with a question mark), was set on an assumption: the agent never asked how
-many, and the user never said. The agent's own statements ("Checked bag allowance: 2 free
-bags", a summary to confirm) put nothing to the user: a number it states there is still its
-own. The call's outcome does not matter: a change refused for another reason carried the
-guess too.
+such as `total` or `number`: `count_qualifier_words`) no user turn mentioned, nor any agent
+message that asks the user something (one with a question mark), was set on an assumption: the
+agent never asked how many, and the user never said. The agent's own statements ("Checked bag
+allowance: 2 free bags", a summary to confirm) put nothing to the user: a number it states
+there is still its own, and the message says so. The call's outcome does not matter: a change
+refused for another reason carried the guess too. Words sharing `count_subject_prefix` first
+letters speak of one subject ("bag", "baggage"); each (argument, value) is reported once a run,
+one finding per call.
+
+Fires: a guest says "I need a room in Lisbon from 4 June." and "A double room, please.", and
+the agent calls `book_room({"city": "lisbon", "nights": 3})`. A ticket desk's agent says "Your
+membership includes 2 seats at the member rate. Please confirm and I will book it.", the user
+says "Go ahead.", and it books `seats: 2` (only the agent's own statement named seats).
+
+Near miss: "I need a room in Lisbon for three nights." (the guest spoke of nights); `extra_beds:
+0` (zero is no assumption); one turn of the user only (a one-shot task is no conversation); the
+agent asked "How many seats do you need?" and the user answered "Two, please.".
 """
 
 from __future__ import annotations
@@ -15,31 +27,56 @@ from __future__ import annotations
 import json
 import re
 
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.clarification.context import MAX_WORDS, ClarificationContext
+from mast_otel.processors.model import Finding, Step
+from mast_otel.processors.run import Run
+
 _WORD = re.compile(r"[a-z]+")
-# Words remembered per run (a bound on memory; past it, nothing more is learnt).
-MAX_WORDS = 50_000
 
 
 def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 
-class CountWatch:
+class UnmentionedCount:
     """The words of the conversation, to tell a count no turn spoke of."""
 
-    __slots__ = ("prefix", "qualifiers", "reported", "stated", "turns", "words")
+    __slots__ = (
+        "min_turns",
+        "prefix",
+        "qualifiers",
+        "report",
+        "reported",
+        "stated",
+        "turns",
+        "words",
+    )
 
-    def __init__(self, qualifiers: list[str], prefix: int) -> None:
-        self.qualifiers = frozenset(q.lower() for q in qualifiers)
+    def __init__(self, context: ClarificationContext) -> None:
+        config = context.config
+        self.report = context.report
+        self.min_turns = config.counts_min_user_turns
+        self.qualifiers = frozenset(q.lower() for q in config.count_qualifier_words)
         # Two words are one subject when they share this many first letters ("bag",
         # "baggage"), or are the same when shorter.
-        self.prefix = prefix
+        self.prefix = config.count_subject_prefix
         self.words: set[str] = set()
         # Words only the agent's statements held: no one asked or answered about them.
         self.stated: set[str] = set()
         self.turns = 0
         # (argument, value) already reported: a retry with the same guess is the same guess.
         self.reported: set[tuple[str, int]] = set()
+
+    def change(self, step: Step, run: Run) -> Finding | None:
+        """A change (whatever its outcome) that no other rule reported: the finding when it
+        sets a count nobody spoke of."""
+        turns = self.min_turns
+        if not turns or not (count := self.unmentioned(step.tool_arguments, turns)):
+            return None
+        why, (key, value, *_) = _message(step.tool_name, *count), count
+        values = {"argument": key, "value": value, "action": short(step.tool_arguments)}
+        return self.report.finding(step, "unmentioned_count", 0.6, why, [step], values, run)
 
     def user_turn(self, text: str) -> None:
         self.turns += 1
@@ -93,7 +130,7 @@ class CountWatch:
         return any(w == word or (len(head) == self.prefix and w.startswith(head)) for w in words)
 
 
-def message(tool: str, key: str, value: int, subject: list[str], stated: bool = False) -> str:
+def _message(tool: str, key: str, value: int, subject: list[str], stated: bool = False) -> str:
     """What an `unmentioned_count` finding says (`stated`: only the agent's statements named
     the subject)."""
     said = (

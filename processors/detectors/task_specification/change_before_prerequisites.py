@@ -1,16 +1,25 @@
-"""FM-1.1's `change_before_prerequisites` watch: a change made before what the instructions
+"""FM-1.1's rule `change_before_prerequisites`: a change made before what the instructions
 say to obtain first.
 
-Instructions may list what the agent must obtain before a kind of change ("Cancel flight: the
-agent must first obtain the user id, the reservation id, and the reason for cancellation").
-A clause (`prerequisite_pattern`) applies to a tool when the tool's verb (`cancel` of
-`cancel_reservation`) is a word of the clause's sentence or of the heading above it. Each item
-of its list (up to "then", a semicolon or the sentence's end; a parenthesis dropped) counts as
-obtained once its head word (its first word that is not an article: "reason" of "the reason
-for cancellation") was said in the conversation (the user's turns or the agent's words) or is
-a word of an argument name of a call so far (`user_id` obtains "user id"). The watch keeps the
-words said and the argument names seen, and the first changes with what was known then; the
-clause is read at close, when the instructions are known.
+`change_before_prerequisites`: instructions may list what the agent must obtain before a kind
+of change ("Cancel flight: the agent must first obtain the user id, the reservation id, and the
+reason for cancellation": `prerequisite_pattern`, its group `items`). A clause applies to a tool
+when the tool's verb (`cancel` of `cancel_reservation`) is a word of the clause's sentence or of
+the heading above it. Each item of its list (up to "then", a semicolon or the sentence's end; a
+parenthesis dropped) counts as obtained once its head word (its first word that is not an
+article: "reason" of "the reason for cancellation") was said in the conversation (the user's
+turns or the agent's words) or is a word of an argument name of a call so far (`user_id`
+obtains "user id"). The watch keeps the words said and the argument names seen, and the first
+changes with what was known then; the clause is read at close, when the instructions are known.
+
+Fires: under "## Cancel appointment - The agent must first obtain the patient id, the
+appointment id, and the reason for cancelling (illness, travel, other).", the patient says "I
+am patient P-77, cancel appointment AP-310." and "Yes, cancel it.", and the agent calls
+`cancel_appointment({"patient_id": "P-77", "appointment_id": "AP-310"})`: the reason is missing.
+
+Near miss: the patient said "The reason is that I am travelling." first; `move_appointment`
+under the same instructions (the clause covers cancelling only); instructions with no such
+clause.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from mast_otel.processors.classify import name_words
+from mast_otel.processors.detectors.task_specification.context import TaskSpecificationContext
 from mast_otel.processors.model import StepRef
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -54,9 +64,9 @@ class PrerequisiteWatch:
 
     __slots__ = ("changes", "clause", "known", "limit")
 
-    def __init__(self, clause: re.Pattern[str] | None, limit: int) -> None:
-        self.clause = clause
-        self.limit = limit
+    def __init__(self, context: TaskSpecificationContext) -> None:
+        self.clause = context.prerequisite
+        self.limit = context.config.max_findings_per_run
         self.known: set[str] = set()
         self.changes: list[HeldChange] = []
 
