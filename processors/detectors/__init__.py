@@ -18,8 +18,6 @@ from mast_otel.processors.detectors import (
     derailment,
     history_loss,
     ignored_input,
-    incorrect_verification,
-    missing_verification,
     premature_termination,
     reasoning_action,
     role_specification,
@@ -29,6 +27,10 @@ from mast_otel.processors.detectors import (
     withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.incorrect_verification import (
+    detector as incorrect_verification,
+)
+from mast_otel.processors.detectors.missing_verification import detector as missing_verification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.run import DetectorRun, Run
 

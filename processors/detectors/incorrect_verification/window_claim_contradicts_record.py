@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.detectors.run_dates import days_between, instructions_date
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _READ = ActionKind.READ
 _NEUTRAL = ActionKind.NEUTRAL
@@ -50,10 +50,10 @@ def own_dates(record: dict[str, Any]) -> list[str]:
 class WindowClaims:
     """Per run: records read by id with their own dates, and the agent's window claims."""
 
-    __slots__ = ("claims", "detector", "last", "records")
+    __slots__ = ("claims", "context", "last", "records")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         # id -> (the read, the record's own dates)
         self.records: dict[str, tuple[StepRef, tuple[str, ...]]] = {}
         self.last: str | None = None
@@ -61,12 +61,12 @@ class WindowClaims:
         self.claims: list[tuple[StepRef, str, float, str]] = []
 
     def observe(self, step: Step, run: Run) -> None:
-        detector = self.detector
-        if detector.window_claim is None or detector.current_date is None:
+        context = self.context
+        if context.window_claim is None or context.current_date is None:
             return
-        limit = detector.config.max_tracked_records
+        limit = context.config.max_tracked_records
         if step.kind is _TOOL and step.tool_name and not step.failed:
-            kind = detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+            kind = context.classifier.classify(step.tool_name, step.tool_arguments).kind
             if kind is _NEUTRAL:
                 # A scratchpad's words are the agent's own conclusions, as its replies are.
                 if self.records and len(self.claims) < limit:
@@ -75,7 +75,7 @@ class WindowClaims:
             # A read: a change's result names the record too, but the agent spoke before it.
             if kind is not _READ:
                 return
-            asked = record_asked_for(detector.classifier, step)
+            asked = record_asked_for(context.classifier, step)
             if asked is None:
                 return
             record, ids = asked
@@ -91,8 +91,8 @@ class WindowClaims:
         """The window claims of `text`, each about the record its sentence names; a sentence
         naming none speaks of the record named last before it, or, in a text naming no
         record at all, of the record read last."""
-        detector = self.detector
-        assert detector.window_claim is not None
+        context = self.context
+        assert context.window_claim is not None
         text = text[:20_000]
         lowered = text.lower()
         # Where each record read is named in the text (its first mention, by position).
@@ -104,9 +104,9 @@ class WindowClaims:
         named.sort()
         for sentence in _SENTENCE.finditer(text):
             said = sentence.group()
-            if said.rstrip().endswith("?") or detector.window_negation.search(said):
+            if said.rstrip().endswith("?") or context.window_negation.search(said):
                 continue
-            match = detector.window_claim.search(said)
+            match = context.window_claim.search(said)
             if match is None:
                 continue
             inside = {one for at, one in named if sentence.start() <= at < sentence.end()}
@@ -126,13 +126,13 @@ class WindowClaims:
                 continue
             unit = match.group(2).lower().rstrip("s")
             hours = float(match.group(1)) * _HOURS.get(unit, 24)
-            if len(self.claims) >= detector.config.max_tracked_records:
+            if len(self.claims) >= context.config.max_tracked_records:
                 return
             self.claims.append((ref, said.strip(), hours, about))
 
     def close(self, run: Run) -> list[Finding]:
-        detector = self.detector
-        today = instructions_date(detector.current_date, run) if self.claims else None
+        context = self.context
+        today = instructions_date(context.current_date, run) if self.claims else None
         if today is None:
             return []
         for ref, sentence, hours, one in self.claims:
@@ -146,7 +146,7 @@ class WindowClaims:
                 continue
             said = short(sentence, 200)
             return [
-                detector.finding(
+                context.report.finding(
                     at=ref,
                     rule="window_claim_contradicts_record",
                     confidence=0.7,

@@ -16,15 +16,14 @@ as the run goes; one finding per run, at the reply.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _READ = ActionKind.READ
 _LLM = StepKind.LLM
@@ -87,10 +86,10 @@ class UserWords:
     """Per run: the fields of the records read (name -> the read, every value seen), the
     user's two-word phrases, and the first reply that repeats one against the record."""
 
-    __slots__ = ("detector", "fields", "found", "pairs", "stems", "told")
+    __slots__ = ("context", "fields", "found", "pairs", "stems", "told")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         self.fields: dict[str, tuple[StepRef, set[str]]] = {}
         # A word naming a field (its name, or a start of it) -> the field's name.
         self.stems: dict[str, str] = {}
@@ -112,11 +111,11 @@ class UserWords:
         return []
 
     def _read(self, step: Step, run: Run) -> None:
-        detector = self.detector
+        context = self.context
         text = step.tool_result
         if not text.lstrip().startswith("{") or len(text.strip()) > 100_000:
             return
-        if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+        if context.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
             return
         record = json_doc(text)
         if not isinstance(record, dict):
@@ -169,7 +168,7 @@ class UserWords:
                     continue
                 said = short((text[match.start() : match.end()] if same else sentence).strip(), 200)
                 value = sorted(values)[0]
-                self.found = self.detector.finding(
+                self.found = self.context.report.finding(
                     at=step,
                     rule="user_word_over_record",
                     confidence=0.7,
