@@ -1,13 +1,43 @@
-"""FM-3.3's conclusions as the run goes: what the model concluded from the results it read.
+"""FM-3.3's conclusions from the results read: three rules that share the reading of each call
+(its kind, its result, whether it failed) and the run's findings so far.
 
-- `success_after_failed_change`: a change failed and the model told the user it succeeded;
-- `identity_mismatch`: the record looked up holds another identifier than the one the user gave,
-  and the agent went on as if it were the user's;
-- `change_on_past_record` (at close): a change acted on a record whose dated items all lie before
-  the current date the run's instructions give.
+`success_after_failed_change`: a change failed (an error status, or a result matching
+`failure_result_pattern`: "Error: ...", "insufficient funds", "not allowed"), no change
+succeeded since, and the model tells the user it succeeded (`success_statement_pattern`, not
+negated). Decided as the run goes; once per run.
 
-The detector (`incorrect_verification`) holds the settings and the compiled patterns; this module
-holds the per-run state that applies them.
+    Fires: `deploy_service {"service": "api", "env": "staging"}` returns `{"status":
+    "rejected", "reason": "insufficient quota in staging"}`, and the model says "The fix has
+    been deployed to staging successfully."
+    Near miss: the deploy fails ("Error: registry timeout"), the model says "The deploy failed;
+    retrying.", the retry returns `{"status": "live"}`, then "The fix has been deployed.": a
+    change succeeded after the failure.
+
+`identity_mismatch`: the user gave an identifier of a checkable shape (`identity_patterns`,
+such as an email address), the agent looked a record up, the record holds one identifier of
+that shape and it is another, and the agent's next words go on without saying so
+(`mismatch_pattern`): it read the record and concluded it was the user's. As the run goes;
+once per run.
+
+    Fires: the user writes "Hi, I'm dana.k@acme.io and I want my plan upgraded.";
+    `get_customer {"customer_id": "dana_k"}` returns a record whose email is dana.k@globex.com;
+    the agent says "Thanks Dana, I found your account. Your plan is basic; shall I upgrade it?"
+    Near miss: "The email on account dana_k does not match the one you gave me." (it noticed);
+    a lookup by the user's own email returning a record that holds it.
+
+`change_on_past_record`: a change acted on a record (an id in its arguments) that the run had
+read (a read naming that id returned a JSON object holding it), and every dated item of that
+record (the objects of its lists: segments, events, line items), within `past_window_days`, is
+dated before the current date the run's own instructions give (`current_date_pattern` over
+`mast.task.description`): the record says it is over, and the agent acted as if it were still
+to come. Decided when the run closes; one finding per record, at most `max_findings_per_run`.
+
+    Fires: a clinic's instructions say "The current date is 2025-03-10."; `get_booking
+    {"booking_id": "BK-7731"}` returns sessions on 2025-03-03 and 2025-03-07; then
+    `cancel_booking {"booking_id": "BK-7731"}`.
+    Near miss: a session on 2025-03-12 (or today) still to come; a booking whose only date is
+    the patient's birth date (no dated item within the window); instructions that give no
+    date.
 """
 
 from __future__ import annotations

@@ -1,18 +1,33 @@
 """FM-3.3's figure rules: a number the agent concluded, against what says otherwise.
 
-- `rejected_figure`: a change was rejected with an error that states two figures (the system's
-  and the one the call carried: "total price is 305, but paid 255", "expected 12, got 10"), the
-  agent had itself stated or computed the call's figure (in its words or a calculation's
-  result, before or after the rejection; a figure the user gave counts only when a calculation
-  of the run produced it too) and had never stated the
-  system's: it read the inputs, computed, and concluded a wrong figure, or read the error and
-  kept its own.
-- `amount_does_not_cover`: the agent tells the user that an amount covers another ("your $224
-  balance will cover the $234"; "8 GB free is enough for the 12 GB image") when the first is
-  smaller than the second, with no negation in the sentence.
+The two rules read the figures of the same replies, one per-run state for both. Numbers are
+figures when they stand alone (not inside an identifier, a date or a time) and are at least
+`min_figure` (list markers, counts of one or two are not figures: verification.py's
+`figures`).
 
-Numbers are figures when they stand alone (not inside an identifier, a date or a time) and are
-at least `min_figure` (list markers, counts of one or two are not figures).
+`rejected_figure`: a change was rejected with an error that states two figures (the system's
+and the one the call carried: "total price is 305, but paid 255", "expected 12, got 10"), the
+agent had itself stated or computed the call's figure (in its words or a calculation's result,
+before or after the rejection; a figure the user gave counts only when a calculation of the run
+produced it too) and had never stated the system's: it read the inputs, computed, and concluded
+a wrong figure, or read the error and kept its own. Decided when the run closes; once per run.
+
+    Fires: a shop agent reads a lamp's price (40), `calculate {"expression": "3 * 40"}` answers
+    120.0, it says "The total for 3 lamps is $120.", and `create_order {..., "amount": 120}` is
+    rejected with "Error: amount does not match, order total is 135, but charged 120".
+    Near miss: "Error: rate limited, 100 requests per minute, retry after 30 seconds" (figures
+    the agent never stated); "Error: order total is 135" (one figure); the user's own $120 that
+    no calculation produced (FM-3.2's `unchecked_figure`).
+
+`amount_does_not_cover`: the agent tells the user that an amount covers another ("your $224
+balance will cover the $234"; "8 GB free is enough for the 12 GB image") when the first is
+smaller than the second, with no negation in the sentence (`covers_pattern`,
+`covers_negation_pattern`). Decided as the run goes; once per run.
+
+    Fires: "Yes: your $40 credit will cover the $55 invoice in full."
+    Near miss: "Your $40 credit is not enough to cover the $55 invoice." (negated); "Your $60
+    credit will cover the $55 invoice." (it does); "The $20 voucher and the $40 credit together
+    cover the $55 invoice." (a split, whose sum may cover).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""FM-3.3's rule for an error about the past read as something else.
+"""FM-3.3's `past_error_misread`: an error about the past read as something else.
 
 `past_error_misread`: a call fails (an error status, or a result matching
 `failure_result_pattern`) and its error names a date (ISO, YYYY-MM-DD) that lies before the
@@ -10,6 +10,15 @@ number) and say nothing of it being past (`past_error_excuse_pattern`: "already 
 "in the past", "has passed"): it read the error and told the user another reason, usually that
 the thing is unavailable, often offering alternatives on that same date. Decided when the run
 closes (the current date comes with the instructions); one finding per run.
+
+    Fires: a clinic's instructions say "The current date is 2025-03-10."; `update_appointment`
+    fails with "Error: slot DR-SLOT-77 not available on 2025-03-07"; the agent says "It seems
+    slot DR-SLOT-77 on March 7 is no longer available. Would you like me to look for other
+    slots with Dr. Ruiz on that day?"
+    Near miss: "That appointment date (2025-03-07) has passed; shall I pick a new one?" (it
+    says why); an error dated 2025-03-12 (not past: unavailable is the reason); an error
+    naming no date; a reply about something else ("Let me look at your other appointments
+    first.").
 """
 
 from __future__ import annotations

@@ -13,6 +13,15 @@ instructions and concluded the opposite. A refusal after a failed call (an error
 `failure_result_pattern`) that named the object or the action is the system's word, not the
 agent's conclusion: no finding. Decided when the run closes (the instructions come with the
 run); one finding per run, at the first such refusal.
+
+    Fires: a workspace admin bot's instructions say "Admins can rename workspaces but cannot
+    delete them."; the bot tells the user "I'm sorry, but workspaces cannot be renamed once
+    created."
+    Near miss: "Workspaces cannot be deleted, only renamed." (what the grant excepts); "The
+    billing email cannot be updated on a monthly plan." against "if the plan is annual, the
+    admin can update the billing email" (a grant under a condition); the same refusal after
+    `rename_workspace` failed with "Error: rename_workspace not permitted while a migration
+    runs" (the system's word).
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ price of the item it named just before (two legs, two parts of one offer). Unles
 it that none is left (`unavailable_said_pattern`), it read the availability and offered what is
 not there. One finding per run, at the reply, as the run goes; the latest read of an item is the
 one that counts.
+
+    Fires: `search_products {"query": "drill"}` returns DR-450 with `stock: {"12v": 14,
+    "18v_kit": 0}` and `prices: {"12v": 89, "18v_kit": 149}`; the agent lists "1. DR-450
+    Cordless drill, 18V kit: $149".
+    Near miss: "DR-450 in 12V costs $89" (a class with stock left); "DR-450 as an 18V kit
+    ($149) is sold out" (it says none is left); a later read of DR-450 showing two 18V kits
+    left (the latest read counts).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""FM-3.3's time-window rule: the agent says a record is within a window its own dates say it
-has left.
+"""FM-3.3's `window_claim_contradicts_record`: the agent says a record is within a window its own
+dates say it has left.
 
 `window_claim_contradicts_record`: the agent tells the user that something is (or was made)
 within N hours or days ("it is within the 24-hour cancellation window", "the order was placed
@@ -10,7 +10,14 @@ to check in the sentence: `window_negation_pattern`; no question), and the recor
 record, the last one read) was read by id and carries
 its own dates (top-level date fields: when it was created, placed, opened) all older than that
 window before the current date the run's instructions give (`current_date_pattern`), by more
-than a day of margin (the instructions give a day, not an hour). Decided when the run closes.
+than a day of margin (the instructions give a day, not an hour). Decided when the run closes;
+one finding per run.
+
+    Fires: a returns desk's instructions say "The current date is 2025-03-10."; `get_order
+    {"order_id": "ORD-5512"}` returns an order placed 2025-01-20; the agent says "Order
+    ORD-5512 is still within the 30-day return window." (or thinks it, in a `think` call).
+    Near miss: an order placed 2025-03-01 (the claim holds); "You can return it only if it was
+    placed within the last 30 days." (a condition); the same claim about an order never read.
 """
 
 from __future__ import annotations
