@@ -12,8 +12,8 @@ import pytest
 from mast_otel.processors.classify import ActionClassifier
 from mast_otel.processors.detectors import build_detectors, detector_factory
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
-from mast_otel.processors.detectors.missing_verification import MissingVerification
+from mast_otel.processors.detectors.incorrect_verification.detector import IncorrectVerification
+from mast_otel.processors.detectors.missing_verification.detector import MissingVerification
 from mast_otel.processors.model import Finding, Step
 from mast_otel.processors.run import Run
 from tests.steps import RunBuilder, analyse

@@ -17,8 +17,6 @@ from mast_otel.processors.detectors import (
     derailment,
     history_loss,
     ignored_input,
-    incorrect_verification,
-    missing_verification,
     premature_termination,
     role_specification,
     termination_awareness,
@@ -26,6 +24,12 @@ from mast_otel.processors.detectors import (
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
 from mast_otel.processors.detectors.clarification import detector as clarification_detector
+from mast_otel.processors.detectors.incorrect_verification import (
+    detector as incorrect_verification_detector,
+)
+from mast_otel.processors.detectors.missing_verification import (
+    detector as missing_verification_detector,
+)
 from mast_otel.processors.detectors.reasoning_action import detector as reasoning_action_detector
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.detectors.step_repetition import detector as step_repetition_detector
@@ -47,8 +51,8 @@ FACTORIES: tuple[DetectorFactory[Any], ...] = (
     ignored_input.FACTORY,  # FM-2.5
     reasoning_action_detector.FACTORY,  # FM-2.6
     premature_termination.FACTORY,  # FM-3.1
-    missing_verification.FACTORY,  # FM-3.2
-    incorrect_verification.FACTORY,  # FM-3.3
+    missing_verification_detector.FACTORY,  # FM-3.2
+    incorrect_verification_detector.FACTORY,  # FM-3.3
 )
 
 

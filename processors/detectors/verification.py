@@ -1,5 +1,6 @@
 """What FM-3.2 and FM-3.3 both need: each change the run made, the reads that followed it,
-and whether the run ended claiming success."""
+and whether the run ended claiming success (a ChangeLedger); the ledgers one of them lends the
+other (SharedLedgers); and the figures a text states."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 
 _KEPT_READS = 8
+
+# What a check is called (a tool's name, or the command a runner tool is given): FM-3.2's
+# default, and FM-3.3's notion of a system-wide check.
+DEFAULT_CHECK_TOOL_PATTERN = r"alert|health|status|verify|check|probe|metric|monitor|\btest|pytest"
 
 # The result of a change that says it did not happen (case-insensitive), besides an error
 # status: FM-3.2's and FM-3.3's default.
@@ -137,6 +142,70 @@ class ChangeLedger:
     def claims_success(self) -> bool:
         answer = self.final_answer
         return answer is not None and self.signals.claims_success(answer.output_text)
+
+
+# The name under which a detector offers its SharedLedgers to the detectors created after it
+# (FM-3.2 offers them; FM-3.3 reads them instead of following the same calls again).
+CHANGE_LEDGERS = "change_ledgers"
+
+
+class SharedLedgers:
+    """One detector's ledger of each run, lent to a detector created after it that would follow
+    the calls exactly so (the same check-tool pattern and bound): each run's steps are then
+    followed once, for both. Offered on the DetectorContext under CHANGE_LEDGERS; the lender
+    hands each run's ledger in as it opens the run (`open`), the borrower takes it as it opens
+    its own state for the same run (`take`)."""
+
+    __slots__ = ("check_tool", "max_changes", "opened", "sharing")
+
+    def __init__(self, check_tool: re.Pattern[str], max_changes: int) -> None:
+        self.check_tool = check_tool
+        self.max_changes = max_changes
+        # Set once a later detector reads these ledgers (`share`): the run opened last and its
+        # ledger, until that detector opens its state for that run and takes it.
+        self.sharing = False
+        self.opened: tuple[Run, ChangeLedger] | None = None
+
+    def follows_as(self, check_tool: re.Pattern[str], max_changes: int) -> bool:
+        """Whether these ledgers follow calls exactly as one with these settings would."""
+        return (
+            self.check_tool.pattern == check_tool.pattern
+            and self.check_tool.flags == check_tool.flags
+            and self.max_changes == max_changes
+        )
+
+    def share(self) -> None:
+        """Keep each run's ledger for a later detector to `take`, instead of it following the
+        same steps into a ledger of its own."""
+        self.sharing = True
+
+    def open(self, run: Run, ledger: ChangeLedger) -> None:
+        """The lender's ledger of `run`, which it has just opened."""
+        if self.sharing:
+            self.opened = (run, ledger)
+
+    def take(self, run: Run) -> ChangeLedger | None:
+        """The ledger of the run opened last, if it is `run` (else None: keep your own)."""
+        opened, self.opened = self.opened, None
+        if opened is None or opened[0] is not run:
+            return None
+        return opened[1]
+
+
+# A standalone number: not glued to letters, digits of an identifier, a date or a time.
+_NUMBER = re.compile(r"(?<![\w.:/-])[$€£]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w:/-]|\.\d)")
+
+
+def figures(text: str, least: float) -> list[float]:
+    """The standalone numbers of `text` that are at least `least`, in order: a figure is not
+    part of an identifier, a date or a time, and list markers and small counts fall below
+    `least`."""
+    out = []
+    for match in _NUMBER.finditer(text):
+        value = float(match.group(1).replace(",", "") + (match.group(2) or ""))
+        if value >= least:
+            out.append(value)
+    return out
 
 
 def created_record(result_ids: frozenset[str], arguments: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
+from mast_otel.processors.detectors.incorrect_verification.config import IncorrectVerificationConfig
 from mast_otel.processors.detectors.permission_text import contradicts, permissions, refusals
 from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from mast_otel.processors.detectors.incorrect_verification import IncorrectVerificationConfig
-from mast_otel.processors.detectors.incorrect_verification_window import own_dates
+from mast_otel.processors.detectors.incorrect_verification.config import IncorrectVerificationConfig
+from mast_otel.processors.detectors.incorrect_verification.window_claim_contradicts_record import (
+    own_dates,
+)
 from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
-from mast_otel.processors.detectors.missing_verification_partial import QueryTools
+from mast_otel.processors.detectors.missing_verification.config import MissingVerificationConfig
+from mast_otel.processors.detectors.missing_verification.superlative_over_partial_search import (
+    QueryTools,
+)
 from tests.detectors.real_runs import ROOT, tau_findings
 from tests.imported import findings_of, tau_run, tool_call
 

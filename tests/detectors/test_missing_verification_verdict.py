@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mast_otel.collector.config import Config
-from mast_otel.processors.detectors.missing_verification import MissingVerificationConfig
+from mast_otel.processors.detectors.missing_verification.config import MissingVerificationConfig
 from tests.detectors.real_runs import tau_findings
 from tests.imported import findings_of, tool_call
 

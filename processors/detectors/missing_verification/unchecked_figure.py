@@ -8,21 +8,26 @@ of the run (a tool result that is a bare number) had produced it before the call
 took the user's figure for the amount the action needed and never worked it out. (When the
 agent computed or concluded the figure itself, the check was made and went wrong: FM-3.3's
 `rejected_figure`.) Decided when the run closes; one finding per run.
+
+    Fires: the user asks "Order 3 desk lamps (SKU LMP-40) and charge me $120."; the agent reads
+    the product (price 40) and, computing nothing, calls `create_order {"sku": "LMP-40",
+    "quantity": 3, "amount": 120}`, rejected with "Error: amount does not match, order total is
+    135, but charged 120": 120 is the user's figure.
+    Near miss: the run had computed it (`calculate {"expression": "3 * 40"}` answering 120.0):
+    the agent checked and got it wrong, FM-3.3's `rejected_figure`; an error with no figures
+    ("Error: card declined"), or an order accepted, is silent.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
-from mast_otel.processors.detectors.incorrect_verification_figures import figures
+from mast_otel.processors.detectors.missing_verification.context import MissingVerificationContext
+from mast_otel.processors.detectors.verification import figures
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.missing_verification import MissingVerification
 
 _MUTATING = ActionKind.MUTATING
 _LLM = StepKind.LLM
@@ -35,16 +40,16 @@ class UserFigures:
     """Per run: figures the user gave, figures calculations produced, and the first change
     rejected with two figures one of which is the user's."""
 
-    __slots__ = ("computed", "detector", "given", "rejected")
+    __slots__ = ("computed", "context", "given", "rejected")
 
-    def __init__(self, detector: MissingVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: MissingVerificationContext) -> None:
+        self.context = context
         self.given: set[float] = set()
         self.computed: set[float] = set()
         self.rejected: tuple[StepRef, str, str, float, float] | None = None
 
     def observe(self, step: Step, run: Run) -> None:
-        config = self.detector.config
+        config = self.context.config
         if self.rejected is not None:
             return
         limit = config.max_tracked_mutations * 16
@@ -60,8 +65,8 @@ class UserFigures:
             if len(self.computed) < limit:
                 self.computed.update(figures(result, config.min_figure))
             return
-        action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
-        failure = self.detector.failure_result
+        action = self.context.classifier.classify(step.tool_name, step.tool_arguments)
+        failure = self.context.failure_result
         if action.kind is not _MUTATING or not (
             step.failed or (failure is not None and failure.search(result[:2000]))
         ):
@@ -78,7 +83,7 @@ class UserFigures:
             return []
         ref, call, error, system, user = self.rejected
         return [
-            self.detector.finding(
+            self.context.report.finding(
                 at=ref,
                 rule="unchecked_figure",
                 confidence=0.7,

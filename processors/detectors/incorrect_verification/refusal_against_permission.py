@@ -13,16 +13,27 @@ instructions and concluded the opposite. A refusal after a failed call (an error
 `failure_result_pattern`) that named the object or the action is the system's word, not the
 agent's conclusion: no finding. Decided when the run closes (the instructions come with the
 run); one finding per run, at the first such refusal.
+
+    Fires: a workspace admin bot's instructions say "Admins can rename workspaces but cannot
+    delete them."; the bot tells the user "I'm sorry, but workspaces cannot be renamed once
+    created."
+    Near miss: "Workspaces cannot be deleted, only renamed." (what the grant excepts); "The
+    billing email cannot be updated on a monthly plan." against "if the plan is annual, the
+    admin can update the billing email" (a grant under a condition); the same refusal after
+    `rename_workspace` failed with "Error: rename_workspace not permitted while a migration
+    runs" (the system's word).
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from mast_otel.processors import conventions
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
 from mast_otel.processors.detectors.permission_text import (
     Permission,
     Refusal,
@@ -34,9 +45,6 @@ from mast_otel.processors.detectors.permission_text import (
 from mast_otel.processors.detectors.reasoning_common import SENTENCE
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
@@ -53,10 +61,10 @@ class RefusedPermissions:
     """Per run: the agent's refusing sentences, and the words of the calls that failed before
     each."""
 
-    __slots__ = ("candidates", "detector", "failed_words")
+    __slots__ = ("candidates", "context", "failed_words")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         # The stemmed words of every failed call so far: its tool's name and its error.
         self.failed_words: frozenset[str] = frozenset()
         # (the reply, the sentence, its refusals, the failed calls' words before it)
@@ -69,7 +77,7 @@ class RefusedPermissions:
             if len(self.failed_words) >= _MAX_FAILED_WORDS:
                 return
             result = (step.tool_result or step.error)[:_ERROR_CHARS]
-            failure = self.detector.failure_result
+            failure = self.context.failure_result
             if step.failed or (failure is not None and failure.search(result)):
                 text = f"{step.tool_name.replace('_', ' ')} {result}".lower()
                 words = {stem(w) for w in _WORD.findall(text)}
@@ -89,7 +97,7 @@ class RefusedPermissions:
         instructions = run.attributes.get(conventions.TASK_DESCRIPTION)
         if not isinstance(instructions, str) or not instructions:
             return []
-        synonyms = tuple(tuple(g.split()) for g in self.detector.config.permission_verb_synonyms)
+        synonyms = tuple(tuple(g.split()) for g in self.context.config.permission_verb_synonyms)
         granted = _permissions(instructions, synonyms)
         for reply, sentence, found, failed in self.candidates:
             for refusal in found:
@@ -103,7 +111,7 @@ class RefusedPermissions:
     ) -> Finding:
         said, grant = short(sentence, 240), short(permission.text, 240)
         action = f"{permission.verb} {' '.join(sorted(permission.object))}"
-        return self.detector.finding(
+        return self.context.report.finding(
             at=reply,
             rule="refusal_against_permission",
             confidence=0.7,

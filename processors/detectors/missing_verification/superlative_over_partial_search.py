@@ -23,21 +23,27 @@ Which tools take the same query is learned from the calls made in this run (boun
 which runs one process saw before it (with worker processes, on how runs were sharded; after
 a restart, on what was replayed). Decided when the run closes; one finding per run, at the
 claim.
+
+    Fires: a parts shop whose run searched M5 nuts with `list_warehouse_stock` and
+    `list_supplier_stock` (both taking `{"part", "region"}`); the user asks "Find me the
+    cheapest M6 bolts."; only `list_warehouse_stock {"part": "M6 bolt", "region": "eu"}` runs,
+    and the agent says "The cheapest offer is the warehouse's at 0.12 per bolt." Or a hotel
+    desk whose only search, `search_nearby_rooms`, precedes "The cheapest room tonight is A2".
+    Near miss: "The cheapest warehouse offer is 0.12." (scoped to what was searched), or the
+    user having asked for the warehouse's; both stock tools run; a run that never showed a
+    second tool taking the query (nor was offered one): the tool that ran may be all there is.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind, name_words
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.missing_verification.context import MissingVerificationContext
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.missing_verification import MissingVerification
 
 _READ = ActionKind.READ
 _LLM = StepKind.LLM
@@ -99,7 +105,7 @@ class QueryTools:
         return seen
 
 
-def query_of(detector: MissingVerification, step: Step) -> dict[str, object] | None:
+def query_of(context: MissingVerificationContext, step: Step) -> dict[str, object] | None:
     """The call's arguments when they are a query: a non-empty JSON object of plain values
     that names no record id (a lookup by id reads one record; it does not search)."""
     arguments = step.tool_arguments.strip()
@@ -110,7 +116,7 @@ def query_of(detector: MissingVerification, step: Step) -> dict[str, object] | N
         not isinstance(parsed, dict)
         or not parsed
         or not all(isinstance(v, str | int | float) for v in parsed.values())
-        or detector.classifier.identifiers(arguments)
+        or context.classifier.identifiers(arguments)
     ):
         return None
     return parsed
@@ -120,11 +126,11 @@ class PartialSearches:
     """Per run: the latest stretch of searches (query -> the tools that ran it) and the first
     best-of-all claim made while a tool taking one of those queries had not run it."""
 
-    __slots__ = ("agent", "asked", "claim", "detector", "queries", "recent", "tools", "turn_over")
+    __slots__ = ("agent", "asked", "claim", "context", "queries", "recent", "tools", "turn_over")
 
-    def __init__(self, detector: MissingVerification) -> None:
-        self.detector = detector
-        self.tools = QueryTools(detector.config.max_known_query_tools)
+    def __init__(self, context: MissingVerificationContext) -> None:
+        self.context = context
+        self.tools = QueryTools(context.config.max_known_query_tools)
         # Canonical query -> (its arguments, the tools that ran it, the first search), over
         # the run; and, per argument names, the queries of the latest stretch of searches
         # (a calculator's calls do not end a stretch of flight searches).
@@ -139,7 +145,7 @@ class PartialSearches:
         self.claim: tuple[StepRef, str, list[_Partial]] | None = None
 
     def observe(self, step: Step, run: Run) -> None:
-        if self.claim is not None or self.detector.superlative is None:
+        if self.claim is not None or self.context.superlative is None:
             return
         if step.tools_offered and step.service not in self.tools.declared:
             self._declare(step)
@@ -154,7 +160,7 @@ class PartialSearches:
     def _declare(self, step: Step) -> None:
         """The read tools the agent was offered, from the definitions on its LLM call (the
         first call that carries them: every call of a run usually carries the same)."""
-        classify = self.detector.classifier.classify
+        classify = self.context.classifier.classify
         offered = [
             (spec.name, frozenset(spec.parameters))
             for spec in step.tools_offered
@@ -163,10 +169,10 @@ class PartialSearches:
         self.tools.declare(step.service, offered)
 
     def _search(self, step: Step, run: Run) -> None:
-        detector = self.detector
-        if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+        context = self.context
+        if context.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
             return
-        query = query_of(detector, step)
+        query = query_of(context, step)
         if query is None:
             return
         self.agent = step.service
@@ -186,12 +192,12 @@ class PartialSearches:
         self.recent.setdefault(names, set()).add(key)
 
     def _claim(self, step: Step, run: Run) -> None:
-        detector = self.detector
-        assert detector.superlative is not None
+        context = self.context
+        assert context.superlative is not None
         for sentence in _SENTENCE.findall(step.output_text[:20_000]):
-            if sentence.rstrip().endswith("?") or detector.superlative_hedge.search(sentence):
+            if sentence.rstrip().endswith("?") or context.superlative_hedge.search(sentence):
                 continue
-            best = detector.superlative.search(sentence)
+            best = context.superlative.search(sentence)
             if best is None:
                 continue
             # The words that qualify the superlative ("the cheapest direct flight").
@@ -220,7 +226,7 @@ class PartialSearches:
     def _shared_limits(self, ran: set[str]) -> set[str]:
         """The words every tool that ran has in its name saying it searches only part of the
         options (`scoped_search_pattern`: `search_onestop_flight`, `list_local_stock`)."""
-        scoped = self.detector.scoped_search
+        scoped = self.context.scoped_search
         if scoped is None:
             return set()
         shared: set[str] | None = None
@@ -244,7 +250,7 @@ class PartialSearches:
             for q, r, o, w in partial[:10]
         ]
         return [
-            self.detector.finding(
+            self.context.report.finding(
                 at=ref,
                 rule="superlative_over_partial_search",
                 confidence=0.7,

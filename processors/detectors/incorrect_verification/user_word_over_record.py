@@ -11,20 +11,27 @@ valued Gold member" concludes nothing; no question, no supposition: "if", "would
 record read in the run gave that field the user's value and the agent has not told the user the
 record's (in that reply or before). It read the record and concluded what the user said. Decided
 as the run goes; one finding per run, at the reply.
+
+    Fires: the user writes "I'm on the premium plan, acct-118. I want priority support.";
+    `get_account {"account_id": "acct-118"}` returns `{"plan": "basic", ...}`; the agent says
+    "Since you're on the Premium plan, I've opened a priority ticket."
+    Near miss: "As a valued premium plan customer, thank you for waiting." (a courtesy, no
+    reason given); "Since you're on the premium plan you would get priority." (a
+    supposition); the same reply after the agent told the user the account is on the basic
+    plan; or with no account read at all.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import json_doc, short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _READ = ActionKind.READ
 _LLM = StepKind.LLM
@@ -87,10 +94,10 @@ class UserWords:
     """Per run: the fields of the records read (name -> the read, every value seen), the
     user's two-word phrases, and the first reply that repeats one against the record."""
 
-    __slots__ = ("detector", "fields", "found", "pairs", "stems", "told")
+    __slots__ = ("context", "fields", "found", "pairs", "stems", "told")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         self.fields: dict[str, tuple[StepRef, set[str]]] = {}
         # A word naming a field (its name, or a start of it) -> the field's name.
         self.stems: dict[str, str] = {}
@@ -112,11 +119,11 @@ class UserWords:
         return []
 
     def _read(self, step: Step, run: Run) -> None:
-        detector = self.detector
+        context = self.context
         text = step.tool_result
         if not text.lstrip().startswith("{") or len(text.strip()) > 100_000:
             return
-        if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+        if context.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
             return
         record = json_doc(text)
         if not isinstance(record, dict):
@@ -169,7 +176,7 @@ class UserWords:
                     continue
                 said = short((text[match.start() : match.end()] if same else sentence).strip(), 200)
                 value = sorted(values)[0]
-                self.found = self.detector.finding(
+                self.found = self.context.report.finding(
                     at=step,
                     rule="user_word_over_record",
                     confidence=0.7,

@@ -1,5 +1,5 @@
-"""FM-3.3's time-window rule: the agent says a record is within a window its own dates say it
-has left.
+"""FM-3.3's `window_claim_contradicts_record`: the agent says a record is within a window its own
+dates say it has left.
 
 `window_claim_contradicts_record`: the agent tells the user that something is (or was made)
 within N hours or days ("it is within the 24-hour cancellation window", "the order was placed
@@ -10,24 +10,31 @@ to check in the sentence: `window_negation_pattern`; no question), and the recor
 record, the last one read) was read by id and carries
 its own dates (top-level date fields: when it was created, placed, opened) all older than that
 window before the current date the run's instructions give (`current_date_pattern`), by more
-than a day of margin (the instructions give a day, not an hour). Decided when the run closes.
+than a day of margin (the instructions give a day, not an hour). Decided when the run closes;
+one finding per run.
+
+    Fires: a returns desk's instructions say "The current date is 2025-03-10."; `get_order
+    {"order_id": "ORD-5512"}` returns an order placed 2025-01-20; the agent says "Order
+    ORD-5512 is still within the 30-day return window." (or thinks it, in a `think` call).
+    Near miss: an order placed 2025-03-01 (the claim holds); "You can return it only if it was
+    placed within the last 30 days." (a condition); the same claim about an order never read.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
 from mast_otel.processors.detectors.records import record_asked_for
 from mast_otel.processors.detectors.run_dates import days_between, instructions_date
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _READ = ActionKind.READ
 _NEUTRAL = ActionKind.NEUTRAL
@@ -50,10 +57,10 @@ def own_dates(record: dict[str, Any]) -> list[str]:
 class WindowClaims:
     """Per run: records read by id with their own dates, and the agent's window claims."""
 
-    __slots__ = ("claims", "detector", "last", "records")
+    __slots__ = ("claims", "context", "last", "records")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         # id -> (the read, the record's own dates)
         self.records: dict[str, tuple[StepRef, tuple[str, ...]]] = {}
         self.last: str | None = None
@@ -61,12 +68,12 @@ class WindowClaims:
         self.claims: list[tuple[StepRef, str, float, str]] = []
 
     def observe(self, step: Step, run: Run) -> None:
-        detector = self.detector
-        if detector.window_claim is None or detector.current_date is None:
+        context = self.context
+        if context.window_claim is None or context.current_date is None:
             return
-        limit = detector.config.max_tracked_records
+        limit = context.config.max_tracked_records
         if step.kind is _TOOL and step.tool_name and not step.failed:
-            kind = detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+            kind = context.classifier.classify(step.tool_name, step.tool_arguments).kind
             if kind is _NEUTRAL:
                 # A scratchpad's words are the agent's own conclusions, as its replies are.
                 if self.records and len(self.claims) < limit:
@@ -75,7 +82,7 @@ class WindowClaims:
             # A read: a change's result names the record too, but the agent spoke before it.
             if kind is not _READ:
                 return
-            asked = record_asked_for(detector.classifier, step)
+            asked = record_asked_for(context.classifier, step)
             if asked is None:
                 return
             record, ids = asked
@@ -91,8 +98,8 @@ class WindowClaims:
         """The window claims of `text`, each about the record its sentence names; a sentence
         naming none speaks of the record named last before it, or, in a text naming no
         record at all, of the record read last."""
-        detector = self.detector
-        assert detector.window_claim is not None
+        context = self.context
+        assert context.window_claim is not None
         text = text[:20_000]
         lowered = text.lower()
         # Where each record read is named in the text (its first mention, by position).
@@ -104,9 +111,9 @@ class WindowClaims:
         named.sort()
         for sentence in _SENTENCE.finditer(text):
             said = sentence.group()
-            if said.rstrip().endswith("?") or detector.window_negation.search(said):
+            if said.rstrip().endswith("?") or context.window_negation.search(said):
                 continue
-            match = detector.window_claim.search(said)
+            match = context.window_claim.search(said)
             if match is None:
                 continue
             inside = {one for at, one in named if sentence.start() <= at < sentence.end()}
@@ -126,13 +133,13 @@ class WindowClaims:
                 continue
             unit = match.group(2).lower().rstrip("s")
             hours = float(match.group(1)) * _HOURS.get(unit, 24)
-            if len(self.claims) >= detector.config.max_tracked_records:
+            if len(self.claims) >= context.config.max_tracked_records:
                 return
             self.claims.append((ref, said.strip(), hours, about))
 
     def close(self, run: Run) -> list[Finding]:
-        detector = self.detector
-        today = instructions_date(detector.current_date, run) if self.claims else None
+        context = self.context
+        today = instructions_date(context.current_date, run) if self.claims else None
         if today is None:
             return []
         for ref, sentence, hours, one in self.claims:
@@ -146,7 +153,7 @@ class WindowClaims:
                 continue
             said = short(sentence, 200)
             return [
-                detector.finding(
+                context.report.finding(
                     at=ref,
                     rule="window_claim_contradicts_record",
                     confidence=0.7,

@@ -12,21 +12,28 @@ price of the item it named just before (two legs, two parts of one offer). Unles
 it that none is left (`unavailable_said_pattern`), it read the availability and offered what is
 not there. One finding per run, at the reply, as the run goes; the latest read of an item is the
 one that counts.
+
+    Fires: `search_products {"query": "drill"}` returns DR-450 with `stock: {"12v": 14,
+    "18v_kit": 0}` and `prices: {"12v": 89, "18v_kit": 149}`; the agent lists "1. DR-450
+    Cordless drill, 18V kit: $149".
+    Near miss: "DR-450 in 12V costs $89" (a class with stock left); "DR-450 as an 18V kit
+    ($149) is sold out" (it says none is left); a later read of DR-450 showing two 18V kits
+    left (the latest read counts).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import json_doc, short
-from mast_otel.processors.detectors.incorrect_verification_figures import figures
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
+from mast_otel.processors.detectors.verification import figures
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _READ = ActionKind.READ
 _LLM = StepKind.LLM
@@ -80,10 +87,10 @@ def _number(value: object) -> float | None:
 class OfferedUnavailable:
     """Per run: the items read with what is left of them, and the replies that quote them."""
 
-    __slots__ = ("detector", "found", "items")
+    __slots__ = ("context", "found", "items")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         # Item name (lowercase) -> (its name as read, its stock as last read).
         self.items: dict[str, tuple[str, Stock]] = {}
         self.found = False
@@ -98,17 +105,17 @@ class OfferedUnavailable:
         return []
 
     def _read(self, step: Step, run: Run) -> None:
-        detector = self.detector
+        context = self.context
         text = step.tool_result
         if len(text) > _MAX_RESULT:
             return
         doc = json_doc(text)
         if doc is None:
             return
-        if detector.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
+        if context.classifier.classify(step.tool_name, step.tool_arguments).kind is not _READ:
             return
-        assert detector.availability_field is not None
-        limit = detector.config.max_tracked_records
+        assert context.availability_field is not None
+        limit = context.config.max_tracked_records
         ref = run.ref(step)
         stack: list[Any] = [doc]
         seen = 0
@@ -132,15 +139,15 @@ class OfferedUnavailable:
 
     def _stock(self, node: dict[str, Any], ref: StepRef) -> Stock | None:
         """The item's classes with what is left and their price, if `node` carries both."""
-        detector = self.detector
-        assert detector.availability_field is not None
+        context = self.context
+        assert context.availability_field is not None
         left = price = None
         field = ""
         for name, value in node.items():
             name = str(name)
-            if left is None and detector.availability_field.search(name):
+            if left is None and context.availability_field.search(name):
                 left, field = _amounts(value), name
-            elif price is None and detector.price_field.search(name):
+            elif price is None and context.price_field.search(name):
                 price = _amounts(value)
         if not left or not price:
             return None
@@ -154,8 +161,8 @@ class OfferedUnavailable:
         named = [
             (m.start(), key) for m in _TOKEN.finditer(text) if (key := m.group().lower()) in items
         ]
-        said = self.detector.unavailable_said
-        least = self.detector.config.min_figure
+        said = self.context.unavailable_said
+        least = self.context.config.min_figure
         if not named:
             return []
         ends = [at for at, _ in named[1:]] + [len(text)]
@@ -216,7 +223,7 @@ class OfferedUnavailable:
         said = short(" ".join(line.split()), 200)
         offer = " with ".join(names)
         return [
-            self.detector.finding(
+            self.context.report.finding(
                 at=step,
                 rule="unavailable_option_offered",
                 confidence=0.7,

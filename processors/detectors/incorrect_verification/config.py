@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mast_otel.processors.detectors.incorrect_verification_past import DEFAULT_PAST_ERROR_EXCUSE
 from mast_otel.processors.detectors.verification import DEFAULT_FAILURE_RESULT_PATTERN
+
+# The agent saying an error's date is past: `past_error_excuse_pattern`'s default.
+DEFAULT_PAST_ERROR_EXCUSE = (
+    r"\b(?:past|passed|already|departed|flown|earlier|previous|expired|elapsed|ago|gone)\b"
+)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""FM-3.3's rule for an error about the past read as something else.
+"""FM-3.3's `past_error_misread`: an error about the past read as something else.
 
 `past_error_misread`: a call fails (an error status, or a result matching
 `failure_result_pattern`) and its error names a date (ISO, YYYY-MM-DD) that lies before the
@@ -10,21 +10,29 @@ number) and say nothing of it being past (`past_error_excuse_pattern`: "already 
 "in the past", "has passed"): it read the error and told the user another reason, usually that
 the thing is unavailable, often offering alternatives on that same date. Decided when the run
 closes (the current date comes with the instructions); one finding per run.
+
+    Fires: a clinic's instructions say "The current date is 2025-03-10."; `update_appointment`
+    fails with "Error: slot DR-SLOT-77 not available on 2025-03-07"; the agent says "It seems
+    slot DR-SLOT-77 on March 7 is no longer available. Would you like me to look for other
+    slots with Dr. Ruiz on that day?"
+    Near miss: "That appointment date (2025-03-07) has passed; shall I pick a new one?" (it
+    says why); an error dated 2025-03-12 (not past: unavailable is the reason); an error
+    naming no date; a reply about something else ("Let me look at your other appointments
+    first.").
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
 from mast_otel.processors.detectors.run_dates import days_between, instructions_date
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _NEUTRAL = ActionKind.NEUTRAL
 _LLM = StepKind.LLM
@@ -34,10 +42,6 @@ _DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _IDENT = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z][\w-]{2,}\b", re.IGNORECASE)
 _MONTHS: tuple[str, ...] = ("january", "february", "march", "april", "may", "june", "july")
 _MONTHS += ("august", "september", "october", "november", "december")
-# The agent saying an error's date is past: `past_error_excuse_pattern`'s default.
-DEFAULT_PAST_ERROR_EXCUSE = (
-    r"\b(?:past|passed|already|departed|flown|earlier|previous|expired|elapsed|ago|gone)\b"
-)
 # The error's text read, and the errors awaiting the agent's words, per run.
 _ERROR_CHARS = 1_000
 _MAX_CANDIDATES = 8
@@ -46,23 +50,23 @@ _MAX_CANDIDATES = 8
 class PastErrors:
     """Per run: failed calls whose error names a date, and what the agent said next."""
 
-    __slots__ = ("candidates", "detector", "excuse", "pending")
+    __slots__ = ("candidates", "context", "excuse", "pending")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
-        pattern = detector.config.past_error_excuse_pattern
-        self.excuse = re.compile(pattern, re.IGNORECASE) if pattern else None
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
+        # Read at every step: an alias of the context's.
+        self.excuse = context.past_error_excuse
         # The failed call waiting for the agent's next words: (call, its text, error, dates).
         self.pending: tuple[StepRef, str, str, tuple[str, ...]] | None = None
         # (call, its text, error, dates, the reply, its text)
         self.candidates: list[tuple[StepRef, str, str, tuple[str, ...], StepRef, str]] = []
 
     def observe(self, step: Step, run: Run) -> None:
-        if self.excuse is None or self.detector.current_date is None:
+        if self.excuse is None or self.context.current_date is None:
             return
         if step.kind is _TOOL and step.tool_name:
             result = (step.tool_result or step.error)[:_ERROR_CHARS]
-            failure = self.detector.failure_result
+            failure = self.context.failure_result
             if step.failed or (failure is not None and failure.search(result)):
                 dates = tuple(dict.fromkeys(m.group() for m in _DATE.finditer(result)))
                 if dates:
@@ -70,7 +74,7 @@ class PastErrors:
                     self.pending = (run.ref(step), call, result, dates)
             elif self.pending is not None:
                 # A call that worked since (a scratchpad aside): the next words may be of it.
-                kind = self.detector.classifier.classify(step.tool_name, step.tool_arguments).kind
+                kind = self.context.classifier.classify(step.tool_name, step.tool_arguments).kind
                 if kind is not _NEUTRAL:
                     self.pending = None
         elif step.kind is _LLM and step.output_text and self.pending is not None:
@@ -85,18 +89,18 @@ class PastErrors:
                 self.candidates.append((call_ref, call, error, dates, run.ref(step), text))
 
     def close(self, run: Run) -> list[Finding]:
-        detector = self.detector
-        today = instructions_date(detector.current_date, run) if self.candidates else None
+        context = self.context
+        today = instructions_date(context.current_date, run) if self.candidates else None
         if today is None:
             return []
-        window = detector.config.past_window_days
+        window = context.config.past_window_days
         for call_ref, call, error, dates, reply, text in self.candidates:
             past = [d for d in dates if 0 < (days_between(d, today) or 0) <= window]
             if not past:
                 continue
             said = short(text, 200)
             return [
-                detector.finding(
+                context.report.finding(
                     at=reply,
                     rule="past_error_misread",
                     confidence=0.7,

@@ -1,53 +1,56 @@
 """FM-3.3's figure rules: a number the agent concluded, against what says otherwise.
 
-- `rejected_figure`: a change was rejected with an error that states two figures (the system's
-  and the one the call carried: "total price is 305, but paid 255", "expected 12, got 10"), the
-  agent had itself stated or computed the call's figure (in its words or a calculation's
-  result, before or after the rejection; a figure the user gave counts only when a calculation
-  of the run produced it too) and had never stated the
-  system's: it read the inputs, computed, and concluded a wrong figure, or read the error and
-  kept its own.
-- `amount_does_not_cover`: the agent tells the user that an amount covers another ("your $224
-  balance will cover the $234"; "8 GB free is enough for the 12 GB image") when the first is
-  smaller than the second, with no negation in the sentence.
+The two rules read the figures of the same replies, one per-run state for both. Numbers are
+figures when they stand alone (not inside an identifier, a date or a time) and are at least
+`min_figure` (list markers, counts of one or two are not figures: verification.py's
+`figures`).
 
-Numbers are figures when they stand alone (not inside an identifier, a date or a time) and are
-at least `min_figure` (list markers, counts of one or two are not figures).
+`rejected_figure`: a change was rejected with an error that states two figures (the system's
+and the one the call carried: "total price is 305, but paid 255", "expected 12, got 10"), the
+agent had itself stated or computed the call's figure (in its words or a calculation's result,
+before or after the rejection; a figure the user gave counts only when a calculation of the run
+produced it too) and had never stated the system's: it read the inputs, computed, and concluded
+a wrong figure, or read the error and kept its own. Decided when the run closes; once per run.
+
+    Fires: a shop agent reads a lamp's price (40), `calculate {"expression": "3 * 40"}` answers
+    120.0, it says "The total for 3 lamps is $120.", and `create_order {..., "amount": 120}` is
+    rejected with "Error: amount does not match, order total is 135, but charged 120".
+    Near miss: "Error: rate limited, 100 requests per minute, retry after 30 seconds" (figures
+    the agent never stated); "Error: order total is 135" (one figure); the user's own $120 that
+    no calculation produced (FM-3.2's `unchecked_figure`).
+
+`amount_does_not_cover`: the agent tells the user that an amount covers another ("your $224
+balance will cover the $234"; "8 GB free is enough for the 12 GB image") when the first is
+smaller than the second, with no negation in the sentence (`covers_pattern`,
+`covers_negation_pattern`). Decided as the run goes; once per run.
+
+    Fires: "Yes: your $40 credit will cover the $55 invoice in full."
+    Near miss: "Your $40 credit is not enough to cover the $55 invoice." (negated); "Your $60
+    credit will cover the $55 invoice." (it does); "The $20 voucher and the $40 credit together
+    cover the $55 invoice." (a split, whose sum may cover).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from mast_otel.processors.classify import ActionKind
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.incorrect_verification.context import (
+    IncorrectVerificationContext,
+)
+from mast_otel.processors.detectors.verification import figures
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
-
-if TYPE_CHECKING:
-    from mast_otel.processors.detectors.incorrect_verification import IncorrectVerification
 
 _MUTATING = ActionKind.MUTATING
 _LLM = StepKind.LLM
 _TOOL = StepKind.TOOL
 _HUMAN = StepKind.HUMAN
 
-# A standalone number: not glued to letters, digits of an identifier, a date or a time.
-_NUMBER = re.compile(r"(?<![\w.:/-])[$€£]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w:/-]|\.\d)")
 # A tool result that is a bare number (a calculator's answer).
 _BARE_NUMBER = re.compile(r"^\s*-?\d+(?:\.\d+)?\s*$")
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?](?!\d)|\n|$)")
-
-
-def figures(text: str, least: float) -> list[float]:
-    """The standalone numbers of `text` that are at least `least`, in order."""
-    out = []
-    for match in _NUMBER.finditer(text):
-        value = float(match.group(1).replace(",", "") + (match.group(2) or ""))
-        if value >= least:
-            out.append(value)
-    return out
 
 
 def _show(value: float) -> str:
@@ -58,10 +61,10 @@ class FigureChecks:
     """Per run: the figures the agent stated, changes rejected with two figures, and claims
     that one amount covers another."""
 
-    __slots__ = ("computed", "detector", "given", "rejected", "reported", "stated")
+    __slots__ = ("computed", "context", "given", "rejected", "reported", "stated")
 
-    def __init__(self, detector: IncorrectVerification) -> None:
-        self.detector = detector
+    def __init__(self, context: IncorrectVerificationContext) -> None:
+        self.context = context
         # Figure -> the step where the agent first stated it.
         self.stated: dict[float, StepRef] = {}
         # Rejected changes: (call, its text, the error, the error's figures, figures stated
@@ -74,7 +77,7 @@ class FigureChecks:
         self.computed: set[float] = set()
 
     def observe(self, step: Step, run: Run) -> list[Finding]:
-        config = self.detector.config
+        config = self.context.config
         if step.kind is _HUMAN or (step.kind is _LLM and step.input_text):
             text = step.input_text or step.output_text if step.kind is _HUMAN else step.input_text
             if len(self.given) < config.max_tracked_records * 16:
@@ -92,10 +95,10 @@ class FigureChecks:
             if len(self.computed) < config.max_tracked_records * 16:
                 self.computed.update(figures(result, config.min_figure))
             return []
-        action = self.detector.classifier.classify(step.tool_name, step.tool_arguments)
+        action = self.context.classifier.classify(step.tool_name, step.tool_arguments)
         if action.kind is not _MUTATING or len(self.rejected) >= config.max_tracked_records:
             return []
-        failure = self.detector.failure_result
+        failure = self.context.failure_result
         if not (step.failed or (failure is not None and failure.search(result[:2000]))):
             return []
         found = list(dict.fromkeys(figures(result[:2000], config.min_figure)))
@@ -107,8 +110,8 @@ class FigureChecks:
         return []
 
     def _state(self, text: str, step: Step, run: Run) -> None:
-        room = self.detector.config.max_tracked_records * 16 - len(self.stated)
-        for value in figures(text[:20_000], self.detector.config.min_figure):
+        room = self.context.config.max_tracked_records * 16 - len(self.stated)
+        for value in figures(text[:20_000], self.context.config.min_figure):
             if room <= 0:
                 return
             if value not in self.stated:
@@ -136,7 +139,7 @@ class FigureChecks:
             when = "before" if agent in before else "after"
             self.reported.add("rejected_figure")
             return [
-                self.detector.finding(
+                self.context.report.finding(
                     at=ref,
                     rule="rejected_figure",
                     confidence=0.7,
@@ -159,16 +162,16 @@ class FigureChecks:
         return []
 
     def _covers(self, step: Step, run: Run) -> list[Finding]:
-        detector = self.detector
-        if "amount_does_not_cover" in self.reported or detector.covers is None:
+        context = self.context
+        if "amount_does_not_cover" in self.reported or context.covers is None:
             return []
         text = step.output_text[:20_000]
         for sentence in _SENTENCE.findall(text):
-            match = detector.covers.search(sentence)
-            if match is None or detector.covers_negation.search(sentence):
+            match = context.covers.search(sentence)
+            if match is None or context.covers_negation.search(sentence):
                 continue
-            before = figures(sentence[: match.start()], detector.config.min_figure)
-            after = figures(sentence[match.end() :], detector.config.min_figure)
+            before = figures(sentence[: match.start()], context.config.min_figure)
+            after = figures(sentence[match.end() :], context.config.min_figure)
             # One amount said to cover (two or more: a split whose sum may well cover).
             if len(before) != 1 or not after or before[0] >= after[0]:
                 continue
@@ -176,7 +179,7 @@ class FigureChecks:
             self.reported.add("amount_does_not_cover")
             claim = short(sentence.strip(), 200)
             return [
-                detector.finding(
+                context.report.finding(
                     at=step,
                     rule="amount_does_not_cover",
                     confidence=0.75,
