@@ -65,6 +65,13 @@ log = logging.getLogger(__name__)
 
 
 class Pipeline:
+    """Makes the parts (see the module) and wires them: each is given, when it is made, the
+    objects it uses (the queue, the spool and its ledger, the exporter, the windows, the
+    counters) and the calls into the others it makes, and no part sets anything on another.
+    The one set two parts share, the runs not yet verified in the store, is the stages' and
+    handed to the writes, which let runs go once a write is confirmed. Its own methods are the
+    pipeline's public face, and its thread is the worker."""
+
     def __init__(
         self,
         config: Config,
@@ -109,7 +116,7 @@ class Pipeline:
         self.judge: JudgeStage | None = None
         if config.judge.enabled:
             self.judge = JudgeStage(
-                OpenAICompatibleJudge(config.judge), config.judge, self.consume_findings
+                OpenAICompatibleJudge(config.judge), config.judge, self._admission.consume_findings
             )
         self._stages = Stages(
             config,
