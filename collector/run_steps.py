@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mast_otel.collector.pipeline_stages import bare_step
+from mast_otel.collector.pipeline import bare_step
 from mast_otel.collector.store import Store, queries
 from mast_otel.collector.store.queries.common import checked_trace_id
 from mast_otel.collector.store.stored_spans import span_record

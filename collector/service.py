@@ -12,8 +12,7 @@ from typing import Any
 
 from mast_otel.collector.config import Config, parse_endpoint
 from mast_otel.collector.metrics import MetricsServer, exposition, registry_for
-from mast_otel.collector.pipeline import Pipeline
-from mast_otel.collector.pipeline_state import StopReport
+from mast_otel.collector.pipeline import Pipeline, StopReport
 from mast_otel.collector.reanalysis.split_runs import SplitRunMerger
 from mast_otel.collector.receivers.grpc_receiver import GrpcReceiver
 from mast_otel.collector.receivers.http_receiver import HttpReceiver

@@ -63,16 +63,19 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "collector.workers.worker_main",
         "collector.workers.store_owner",
     ),
-    # the pipeline: admission, spool ledger, stages, windows, export
+    # the pipeline's parts: what the queue carries and what is counted, the spool's ledger,
+    # admission, the stages, the tick and the store's writes, the replay
     (
-        "collector.pipeline",
-        "collector.pipeline_admission",
-        "collector.pipeline_ledger",
-        "collector.pipeline_replay",
-        "collector.pipeline_stages",
-        "collector.pipeline_state",
-        "collector.pipeline_writes",
+        "collector.pipeline.batch",
+        "collector.pipeline.stats",
+        "collector.pipeline.ledger",
+        "collector.pipeline.admission",
+        "collector.pipeline.stages",
+        "collector.pipeline.writes",
+        "collector.pipeline.replay",
     ),
+    # the pipeline, which makes its parts and wires them (they never import it)
+    ("collector.pipeline",),
     # what drives the pipeline from stored spans, the file readers, and the self-metrics
     # (`collector.workers`: the receiving process's side and a worker's pipeline)
     ("collector.reanalysis", "collector.importers", "collector.run_steps", "collector.workers"),

@@ -1,16 +1,26 @@
 """Admission: the door receivers call (`consume_*`). A request is refused (retryable) when
 the bounded queue or the spool is at its bound, else written ahead to the spool and queued;
-the call returns, and the receiver acknowledges, only then."""
+the call returns, and the receiver acknowledges, only then.
+
+Admission keeps the queue's account: the items and request bytes it holds (given back as the
+pipeline's thread takes each batch, `taken`) and the requests on their way into it, which a
+stop waits for (`close`)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from queue import Queue
 from typing import Any
 
+from mast_otel.collector.config import PipelineConfig
 from mast_otel.collector.consumer import Accepted, BatchTooLarge, RawRequest, Refused
-from mast_otel.collector.pipeline_state import _Batch, _PipelineState
-from mast_otel.collector.spool import RecordKind, SpoolEntry, SpoolFull
+from mast_otel.collector.pipeline.batch import Batch
+from mast_otel.collector.pipeline.stats import PipelineStats
+from mast_otel.collector.spool import RecordKind, Spool, SpoolEntry, SpoolFull
 from mast_otel.processors.model import Finding
 from mast_otel.processors.records import LogRecord, SpanRecord
+from mast_otel.processors.redact import Redactor
 
 _RECORD_KINDS: dict[tuple[str, str], RecordKind] = {
     ("traces", "protobuf"): RecordKind.TRACES_PROTOBUF,
@@ -20,8 +30,33 @@ _RECORD_KINDS: dict[tuple[str, str], RecordKind] = {
 }
 
 
-class _Admission(_PipelineState):
-    """The consumer side, called by receivers (see the module)."""
+class Admission:
+    """The consumer side, called by receivers (see the module). Given the queue the pipeline's
+    thread takes batches from, the event a stop sets, the spool (None in memory mode), the
+    redactor (which tells whether a request needs its values scanned) and the counters."""
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        batches: Queue[Batch],
+        stopping: threading.Event,
+        spool: Spool | None,
+        redactor: Redactor,
+        stats: PipelineStats,
+    ) -> None:
+        self.config = config
+        self.spool = spool
+        self.redactor = redactor
+        self.stats = stats
+        self._queue = batches
+        self._stop = stopping
+        self._queued_items = 0
+        self._queued_bytes = 0
+        self._queue_lock = threading.Lock()
+        # Requests between their room check and their place in the queue (writing to the
+        # spool): a stop waits for them, so nothing acknowledged misses the last drain.
+        self._enqueuing = 0
+        self._enqueued = threading.Condition(self._queue_lock)
 
     def consume_spans(self, spans: list[SpanRecord], raw: RawRequest | None = None) -> Accepted:
         self._enqueue("spans", spans, raw)
@@ -49,19 +84,19 @@ class _Admission(_PipelineState):
     def _refuse_if_full(self, items: int, request_bytes: int) -> None:
         """Raise Refused (counted) if `items` and `request_bytes` more would pass a bound;
         the caller holds the queue lock."""
-        retry_after = self.config.pipeline.retry_after_s
+        retry_after = self.config.retry_after_s
         if self._stop.is_set():
             raise Refused("the collector is shutting down", retry_after)
-        pipeline = self.config.pipeline
+        config = self.config
         reason = ""
-        if self._queued_items and self._queued_items + items > pipeline.queue_max_items:
+        if self._queued_items and self._queued_items + items > config.queue_max_items:
             reason = (
-                f"pipeline queue is full ({self._queued_items} of {pipeline.queue_max_items} "
+                f"pipeline queue is full ({self._queued_items} of {config.queue_max_items} "
                 "items waiting)"
             )
-        elif self._queued_bytes and self._queued_bytes + request_bytes > pipeline.queue_max_bytes:
+        elif self._queued_bytes and self._queued_bytes + request_bytes > config.queue_max_bytes:
             reason = (
-                f"pipeline queue is full ({self._queued_bytes} of {pipeline.queue_max_bytes} "
+                f"pipeline queue is full ({self._queued_bytes} of {config.queue_max_bytes} "
                 "request bytes waiting)"
             )
         elif self.spool is not None and (self.spool.bytes + request_bytes > self.spool.max_bytes):
@@ -79,7 +114,7 @@ class _Admission(_PipelineState):
         if not items:
             return
         size = len(raw.data) if raw is not None else 0
-        limit = self.config.pipeline.queue_max_items
+        limit = self.config.queue_max_items
         if kind != "findings" and len(items) > limit:
             # Even an empty queue could not hold it: taking it would pass the bound, and
             # refusing it as retryable would have the sender retry it forever.
@@ -105,9 +140,9 @@ class _Admission(_PipelineState):
                         self.stats.items_refused += len(items)
                         self.stats.requests_refused += 1
                         self.stats.spool_refusals += 1
-                    raise Refused(str(exc), self.config.pipeline.retry_after_s) from exc
+                    raise Refused(str(exc), self.config.retry_after_s) from exc
             scan = raw is None or self.redactor.needs_scan(raw.data, raw.encoding)
-            self._queue.put(_Batch(kind, items, entry, size=size, scan=scan))
+            self._queue.put(Batch(kind, items, entry, size=size, scan=scan))
         finally:
             with self._queue_lock:
                 self._enqueuing -= 1
@@ -116,6 +151,10 @@ class _Admission(_PipelineState):
     @property
     def queue_depth(self) -> int:
         return self._queued_items
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
 
     @property
     def queued_batches(self) -> int:
@@ -140,8 +179,21 @@ class _Admission(_PipelineState):
         with self._queue_lock:
             self._queued_items += len(items)
             self._queued_bytes += size
-        self._queue.put(_Batch(kind, items, entry, replayed, stored, size, scan, now))
+        self._queue.put(Batch(kind, items, entry, replayed, stored, size, scan, now))
 
-    def replay_finished(self) -> None:
-        """The windows' clock is the clock again (after requests `put` with `now`)."""
-        self._replay_now = None
+    def taken(self, batch: Batch) -> None:
+        """The pipeline's thread took `batch` off the queue: its room is free again."""
+        with self._queue_lock:
+            self._queued_items -= len(batch.items)
+            self._queued_bytes -= batch.size
+
+    def close(self, enqueue_wait_s: float) -> None:
+        """Take no more: every request from here on is refused. Requests already past their
+        room check finish their write to the spool and reach the queue before the last drain
+        (the receivers have stopped taking more); this waits up to `enqueue_wait_s` for
+        them."""
+        with self._queue_lock:
+            self._stop.set()
+            deadline = time.monotonic() + enqueue_wait_s
+            while self._enqueuing and time.monotonic() < deadline:
+                self._enqueued.wait(0.1)

@@ -6,9 +6,18 @@ ledger once it is done."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from queue import Queue
 
-from mast_otel.collector.pipeline_stages import _cpu, _Stages
+from mast_otel.collector.config import Config
+from mast_otel.collector.pipeline.batch import Batch, Clock
+from mast_otel.collector.pipeline.ledger import _Ledger
+from mast_otel.collector.pipeline.stats import PipelineStats, StopReport
+from mast_otel.collector.pipeline.stats import thread_cpu as _cpu
+from mast_otel.collector.spool import Spool
+from mast_otel.collector.store.exporter import Exporter
+from mast_otel.processors.window import RunWindows, WindowOutput
 
 log = logging.getLogger(__name__)
 
@@ -17,10 +26,76 @@ log = logging.getLogger(__name__)
 _RECHECK_S = 0.02
 
 
-class _Writes(_Stages):
-    """The tick and the writes (see the module)."""
+class Writes:
+    """The tick and the writes (see the module). Given the clock, the exporter, the windows,
+    the counters and the CPU seconds by stage, the spool and its ledger (None in memory mode),
+    the queue (a write is `idle` when it is empty), the runs the stages opened since the last
+    confirmed write (`unverified`, let go here), and `emit_closed`, which hands on what
+    closing runs put out. They keep the tick's time, the windows' clock while replaying
+    (`follow`), the stages run after each export, and the store's thread and its write."""
 
-    def _maybe_tick(self) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock,
+        exporter: Exporter,
+        windows: RunWindows,
+        stats: PipelineStats,
+        stage_seconds: dict[str, float],
+        spool: Spool | None,
+        ledger: _Ledger | None,
+        batches: Queue[Batch],
+        unverified: set[str],
+        emit_closed: Callable[[Callable[[], WindowOutput]], None],
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.exporter = exporter
+        self.windows = windows
+        self.stats = stats
+        self.stage_seconds = stage_seconds
+        self.spool = spool
+        self._ledger = ledger
+        self._queue = batches
+        self._unverified = unverified
+        self._emit_closed = emit_closed
+        self._last_tick = 0.0
+        # While replaying: when the request being replayed arrived, on `clock` (see `follow`).
+        self._replay_now: float | None = None
+        self._after_export: list[Callable[[float, bool], None]] = []
+        # Writes run on a thread of their own once the pipeline runs on its own (`start`).
+        self._store_writer: ThreadPoolExecutor | None = None
+        self._write: Future[bool] | None = None
+        self._write_cut = (0, 0)
+        self._write_unverified: set[str] = set()
+        # CPU seconds of the store's thread (added there, read by health).
+        self.write_cpu_s = 0.0
+
+    def after_export(self, stage: Callable[[float, bool], None]) -> None:
+        """Call `stage(now, final)` after each tick's export (see `Pipeline.after_export`)."""
+        self._after_export.append(stage)
+
+    def follow(self, now: float | None) -> None:
+        """The windows' clock follows `now`, when the request being replayed arrived, on
+        `clock`; with None it is the clock again. A rebuilt run is not closed as idle before
+        its later requests are replayed."""
+        self._replay_now = now
+
+    def start(self) -> None:
+        """Write on the store's own thread from here on."""
+        self._store_writer = ThreadPoolExecutor(1, thread_name_prefix="mast-store")
+
+    def stop(self) -> None:
+        """Finish the write in progress and end the store's thread: from here on everything
+        runs on the calling thread."""
+        if self._store_writer is not None:
+            if self._write is not None:
+                self._finish_write(self._write)
+            self._store_writer.shutdown()
+            self._store_writer = None
+
+    def maybe_tick(self) -> None:
         now = self.clock()
         due = self._next_due() if self._replay_now is None else None
         if now - self._last_tick >= self.config.pipeline.tick_interval_s or (
@@ -43,7 +118,7 @@ class _Writes(_Stages):
         # progress) is looked at again shortly, not in a loop.
         return max(due, self._last_tick + _RECHECK_S)
 
-    def _wait_s(self, interval: float) -> float:
+    def wait_s(self, interval: float) -> float:
         """How long the pipeline's thread may wait for a batch: until its next regular tick
         or, if sooner, until something is due (`_next_due`)."""
         due = self._next_due()
@@ -54,7 +129,7 @@ class _Writes(_Stages):
     def tick(self, now: float) -> None:
         started = _cpu()
         windows_now = now if self._replay_now is None else self._replay_now
-        self._emit(self._guarded(lambda: self.windows.tick(windows_now)))
+        self._emit_closed(lambda: self.windows.tick(windows_now))
         self._relieve_spool()
         ticked = _cpu()
         self.stage_seconds["detect"] += ticked - started
@@ -68,7 +143,7 @@ class _Writes(_Stages):
         """Write what is due on this thread (offline use, and tests driving ticks)."""
         try:
             if self.exporter.flush(now, idle=self._queue.empty()):
-                self._confirm()
+                self.confirm()
         except Exception as exc:
             self._write_failed(exc)
         self._after_writes(now)
@@ -95,13 +170,13 @@ class _Writes(_Stages):
         try:
             return self.exporter.flush(now, idle=idle)
         finally:
-            self._write_cpu_s += _cpu() - started
+            self.write_cpu_s += _cpu() - started
 
     def _finish_write(self, write: Future[bool]) -> None:
         self._write = None
         try:
             if write.result():
-                self._confirm(self._write_cut, self._write_unverified)
+                self.confirm(self._write_cut, self._write_unverified)
         except Exception as exc:
             self._write_failed(exc)
 
@@ -117,14 +192,32 @@ class _Writes(_Stages):
             except Exception:
                 log.exception("a stage after export failed; it runs again at the next tick")
 
-    def _confirm(
+    def last_flush(self, report: StopReport) -> None:
+        """At stop, once everything is processed and the runs to close are closed: write all
+        the store takes (what it refuses is counted in `report`), then run the stages after
+        export once more, with `final=True`."""
+        try:
+            if self.exporter.flush(self.clock(), force=True):
+                self.confirm()
+        except Exception as exc:
+            self.stats.export_errors += 1
+            report.rows_unstored = getattr(self.exporter, "buffered_rows", 0) or 1
+            report.reason = f"the store refused the last writes: {exc}"
+            log.error("the store refused the last writes (%s)", exc)
+        for stage in self._after_export:
+            try:
+                stage(self.clock(), True)
+            except Exception:
+                log.exception("a stage after export failed at stop")
+
+    def confirm(
         self, upto: tuple[int, int] | None = None, unverified: set[str] | None = None
     ) -> None:
         """Rows handed to the exporter (up to a ledger mark, or all) are in the store."""
         if unverified is None:
             self._unverified.clear()
         else:
-            self._unverified -= unverified
+            self._unverified.difference_update(unverified)
         if self._ledger is not None:
             self._ledger.confirm(upto)
 
@@ -145,7 +238,7 @@ class _Writes(_Stages):
         runs = ledger.runs_holding(oldest)
         if runs and spool.refs(oldest) == len(runs):
             self.stats.runs_closed_for_spool += len(runs)
-            self._emit(self._guarded(lambda: self.windows.close_runs(runs, "spool_full")))
+            self._emit_closed(lambda: self.windows.close_runs(runs, "spool_full"))
 
     def close_runs_holding(self, segment: int) -> int:
         """Close and analyse the runs holding a spool segment (a sharded collector's spool is
@@ -153,6 +246,6 @@ class _Writes(_Stages):
         runs = self._ledger.runs_holding(segment) if self._ledger is not None else []
         if runs and not self.exporter.failing:
             self.stats.runs_closed_for_spool += len(runs)
-            self._emit(self._guarded(lambda: self.windows.close_runs(runs, "spool_full")))
+            self._emit_closed(lambda: self.windows.close_runs(runs, "spool_full"))
             return len(runs)
         return 0

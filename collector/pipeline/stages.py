@@ -2,29 +2,33 @@
 normalization into steps, the run windows and their detectors, and what they put out handed
 to the exporter (`_emit`). Also driven directly, batch by batch, by offline analysis.
 
-The CPU time of each stage is counted (`PIPELINE_STAGES`)."""
+The CPU time of each stage is counted (`PIPELINE_STAGES`). The stages keep the runs opened
+since the store last confirmed a write (`unverified`): their spans are looked up before they
+are written, and the writes let them go once a write is confirmed."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from mast_otel.collector.pipeline_state import _Batch, _PipelineState
+from mast_otel.collector.config import Config
+from mast_otel.collector.judge import JudgeStage
+from mast_otel.collector.pipeline.batch import Batch, Clock, WallClock
+from mast_otel.collector.pipeline.ledger import _Ledger
+from mast_otel.collector.pipeline.stats import PipelineStats
+from mast_otel.collector.pipeline.stats import thread_cpu as _cpu
+from mast_otel.collector.store.exporter import Exporter
 from mast_otel.processors import conventions
+from mast_otel.processors.limits import RecordLimits
 from mast_otel.processors.model import Step, StepKind, StepStatus
 from mast_otel.processors.normalize import genai_messages, normalize_log, normalize_span
 from mast_otel.processors.records import LogRecord, SpanRecord
-from mast_otel.processors.window import WindowOutput
+from mast_otel.processors.redact import Redactor
+from mast_otel.processors.window import RunWindows, WindowOutput
 
 log = logging.getLogger(__name__)
-
-# The stages whose CPU time the pipeline reports: limits and redaction, normalization into
-# steps, the windows and detectors, and the store's writes (encoding and inserts).
-PIPELINE_STAGES = ("redact", "normalize", "detect", "store")
-_cpu = time.thread_time
 
 
 def bare_step(record: SpanRecord) -> Step:
@@ -48,10 +52,51 @@ def bare_step(record: SpanRecord) -> Step:
     )
 
 
-class _Stages(_PipelineState):
-    """The stages, over one batch at a time (see the module)."""
+class Stages:
+    """The stages, over one batch at a time (see the module). Given what they read and feed:
+    the windows, the limits and the redactor, the exporter, the counters and the CPU seconds
+    by stage, the spool's ledger (None in memory mode), the judge (None when off) and the
+    clocks. They keep who listens to what they put out (`on_output`)."""
 
-    def _process(self, batch: _Batch, now: float | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        windows: RunWindows,
+        limits: RecordLimits,
+        redactor: Redactor,
+        exporter: Exporter,
+        stats: PipelineStats,
+        stage_seconds: dict[str, float],
+        ledger: _Ledger | None,
+        judge: JudgeStage | None,
+        clock: Clock,
+        wall_clock: WallClock,
+    ) -> None:
+        self.config = config
+        self.windows = windows
+        self.limits = limits
+        self.redactor = redactor
+        self.exporter = exporter
+        self.stats = stats
+        self.stage_seconds = stage_seconds
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._ledger = ledger
+        self._judge = judge
+        self._listeners: list[Callable[[WindowOutput], None]] = []
+        # Runs opened since the store last confirmed a flush: their spans may have been stored
+        # by an earlier process (or be re-sent copies), so they are looked up before writing.
+        self.unverified: set[str] = set()
+        self._skew_ns = int(config.limits.max_clock_skew_s * 1e9)
+
+    def on_output(self, listener: Callable[[WindowOutput], None]) -> None:
+        """Call `listener` with every batch of findings and closed-run signatures."""
+        self._listeners.append(listener)
+
+    def process(self, batch: Batch, now: float | None = None) -> None:
+        """One batch off the queue. A failure is counted and logged; the spool's ledger is
+        told the batch's record was processed all the same."""
         try:
             if batch.kind == "spans":
                 self.process_spans(batch.items, now, source=batch)
@@ -75,7 +120,7 @@ class _Stages(_PipelineState):
         self, spans: list[SpanRecord], now: float | None = None, *, source: Any = None
     ) -> None:
         now = self.clock() if now is None else now
-        batch: _Batch | None = source
+        batch: Batch | None = source
         entry = batch.entry if batch is not None else None
         replayed = batch is not None and batch.replayed
         stored = batch is not None and batch.stored
@@ -124,12 +169,12 @@ class _Stages(_PipelineState):
                 self.stats.spans_duplicate += 1
                 continue
             if opened:
-                self._unverified.add(trace_id)
+                self.unverified.add(trace_id)
             if self._ledger is not None and entry is not None and self.windows.is_open(trace_id):
                 self._ledger.touched(trace_id, entry.segment)
             if not stored:
                 export.append(record)
-                checks.append(replayed or after_close or trace_id in self._unverified)
+                checks.append(replayed or after_close or trace_id in self.unverified)
         stages = self.stage_seconds
         stages["redact"] += redact
         stages["normalize"] += normalize
@@ -144,7 +189,7 @@ class _Stages(_PipelineState):
         self, logs: list[LogRecord], now: float | None = None, *, source: Any = None
     ) -> None:
         now = self.clock() if now is None else now
-        batch: _Batch | None = source
+        batch: Batch | None = source
         entry = batch.entry if batch is not None else None
         stored = batch is not None and batch.stored
         scan = batch is None or batch.scan
@@ -213,6 +258,11 @@ class _Stages(_PipelineState):
         if abs(start_ns - wall_ns) > skew or abs(end_ns - wall_ns) > skew:
             self.stats.clock_skew += 1
 
+    def emit_closed(self, produce: Callable[[], WindowOutput]) -> None:
+        """Hand on what closing runs put out (`produce`, a call on the windows: a tick, a
+        stop, the spool's relief). A failure is counted and logged, and closes nothing."""
+        self._emit(self._guarded(produce))
+
     def _guarded(self, produce: Callable[[], WindowOutput]) -> WindowOutput:
         try:
             return produce()
@@ -234,9 +284,9 @@ class _Stages(_PipelineState):
         if self._ledger is not None:
             for signature in out.signatures:
                 self._ledger.closed(signature.trace_id)
-        if self.judge is not None:
+        if self._judge is not None:
             for transcript in out.transcripts:
-                self.judge.offer(transcript)
+                self._judge.offer(transcript)
         if out.outcomes:
             self.stats.outcomes_updated += len(out.outcomes)
             self.exporter.add_outcomes(out.outcomes)

@@ -1,5 +1,6 @@
 """The spool's ledger, kept by the pipeline: which segments each record and each open run
-holds, and what a finished write lets go (journaled first, so a replay knows)."""
+holds, and what a finished write lets go (journaled first, so a replay knows). The stages tell
+it what each batch touched and which runs closed; the writes tell it what the store took."""
 
 from __future__ import annotations
 
