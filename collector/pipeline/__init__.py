@@ -39,7 +39,7 @@ from mast_otel.collector.judge import JudgeStage, OpenAICompatibleJudge
 from mast_otel.collector.otlp.redact_request import RequestRedactor
 from mast_otel.collector.pipeline.admission import Admission
 from mast_otel.collector.pipeline.batch import Batch, Clock, WallClock
-from mast_otel.collector.pipeline.ledger import _Ledger
+from mast_otel.collector.pipeline.ledger import SegmentLedger
 from mast_otel.collector.pipeline.replay import Replay
 from mast_otel.collector.pipeline.stages import Stages, bare_step
 from mast_otel.collector.pipeline.stats import (
@@ -59,7 +59,7 @@ from mast_otel.processors.records import LogRecord, SpanRecord
 from mast_otel.processors.redact import Redactor
 from mast_otel.processors.window import RunWindows, WindowOutput
 
-__all__ = ["Pipeline", "PipelineStats", "StopReport", "_Ledger", "bare_step"]
+__all__ = ["Pipeline", "PipelineStats", "StopReport", "SegmentLedger", "bare_step"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Pipeline:
         spool: Spool | None = None,
         recovered: Recovered | None = None,
         wall_clock: WallClock = time.time_ns,
-        ledger: _Ledger | None = None,
+        ledger: SegmentLedger | None = None,
     ) -> None:
         self.config = config
         self.exporter = exporter
@@ -105,7 +105,7 @@ class Pipeline:
         # `stage_cpu_seconds`).
         self.stage_seconds: dict[str, float] = dict.fromkeys(PIPELINE_STAGES, 0.0)
         # A worker process of a sharded collector reports to the spool's owner instead.
-        self._ledger = ledger if ledger is not None else _Ledger(spool) if spool else None
+        self._ledger = ledger if ledger is not None else SegmentLedger(spool) if spool else None
         self._queue: Queue[Batch] = Queue()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from mast_otel.collector.spool import Spool, SpoolEntry
 
 
-class _Ledger:
+class SegmentLedger:
     """What each spool segment still waits for, from the pipeline's side: records whose rows
     are handed to the exporter but not yet confirmed stored, and runs holding the segments
     their records are in. Touched by the worker thread only."""

@@ -16,7 +16,7 @@ from typing import Any
 from mast_otel.collector.config import Config
 from mast_otel.collector.judge import JudgeStage
 from mast_otel.collector.pipeline.batch import Batch, Clock, WallClock
-from mast_otel.collector.pipeline.ledger import _Ledger
+from mast_otel.collector.pipeline.ledger import SegmentLedger
 from mast_otel.collector.pipeline.stats import PipelineStats
 from mast_otel.collector.pipeline.stats import thread_cpu as _cpu
 from mast_otel.collector.store.exporter import Exporter
@@ -68,7 +68,7 @@ class Stages:
         exporter: Exporter,
         stats: PipelineStats,
         stage_seconds: dict[str, float],
-        ledger: _Ledger | None,
+        ledger: SegmentLedger | None,
         judge: JudgeStage | None,
         clock: Clock,
         wall_clock: WallClock,

@@ -12,7 +12,7 @@ from queue import Queue
 
 from mast_otel.collector.config import Config
 from mast_otel.collector.pipeline.batch import Batch, Clock
-from mast_otel.collector.pipeline.ledger import _Ledger
+from mast_otel.collector.pipeline.ledger import SegmentLedger
 from mast_otel.collector.pipeline.stats import PipelineStats, StopReport
 from mast_otel.collector.pipeline.stats import thread_cpu as _cpu
 from mast_otel.collector.spool import Spool
@@ -44,7 +44,7 @@ class Writes:
         stats: PipelineStats,
         stage_seconds: dict[str, float],
         spool: Spool | None,
-        ledger: _Ledger | None,
+        ledger: SegmentLedger | None,
         batches: Queue[Batch],
         unverified: set[str],
         emit_closed: Callable[[Callable[[], WindowOutput]], None],

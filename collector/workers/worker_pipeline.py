@@ -26,7 +26,7 @@ from mast_otel.collector.otlp.decode import (
     parse_logs_request,
     parse_trace_request,
 )
-from mast_otel.collector.pipeline import Pipeline, _Ledger
+from mast_otel.collector.pipeline import Pipeline, SegmentLedger
 from mast_otel.collector.spool import SpoolEntry
 from mast_otel.collector.store import Store, open_store
 from mast_otel.collector.store.batching import ClickHouseExporter
@@ -51,7 +51,7 @@ class _SegmentHolds:
         self.pending.extend([segment] * count)
 
 
-class _WorkerLedger(_Ledger):
+class _WorkerLedger(SegmentLedger):
     """The pipeline's ledger in a worker: what a write covered goes back to the spool's owner
     (the receiving process) instead of to a spool. Touched by the pipeline's thread only."""
 
