@@ -59,7 +59,7 @@ from mast_otel.processors.records import LogRecord, SpanRecord
 from mast_otel.processors.redact import Redactor
 from mast_otel.processors.window import RunWindows, WindowOutput
 
-__all__ = ["Pipeline", "PipelineStats", "StopReport", "SegmentLedger", "bare_step"]
+__all__ = ["Pipeline", "PipelineStats", "SegmentLedger", "StopReport", "bare_step"]
 
 log = logging.getLogger(__name__)
 
