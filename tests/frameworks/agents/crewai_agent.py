@@ -147,10 +147,9 @@ def team_run(scenario: TeamScenario, server, tools) -> None:  # type: ignore[no-
 
 
 if __name__ == "__main__":
-    # CrewAI keeps its credentials key and task outputs under the user's data directory, and
-    # its own telemetry and tracing back end stay off.
-    os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
-    os.environ["CREWAI_TRACING_ENABLED"] = "false"
-    with tempfile.TemporaryDirectory() as data_home:
-        os.environ["XDG_DATA_HOME"] = data_home
+    # CrewAI keeps a credentials key (under ~/.local/share) and its task outputs (under the
+    # user's data directory) in a home of the run's own (its telemetry and tracing back end
+    # are off: agent_side.OFFLINE_ENV).
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["HOME"] = os.environ["XDG_DATA_HOME"] = home
         main()
