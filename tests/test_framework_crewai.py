@@ -9,8 +9,9 @@ run never imports).
 The same team scenarios as AG2's: a clean run raises nothing; a verifier approving an
 unchecked change, a planner re-issuing an instruction no one acts on (a task of its own each
 time), and a hand-off (the verifier's task given the fixer's report only, `Task(context=...)`)
-that leaves out a failed change are found. CrewAI names the agent on its task's AGENT span
-only (`graph.node.id`, the agent's role): its model and tool spans are that agent's."""
+that leaves out a failed change are found, each at the step where it happened. CrewAI names
+the agent on its task's AGENT span only (`graph.node.id`, the agent's role): its model and
+tool spans are that agent's."""
 
 from __future__ import annotations
 
@@ -18,9 +19,22 @@ import pytest
 
 from tests.frameworks import team_checks
 from tests.frameworks.harness import ROOT, collect
-from tests.frameworks.team_scenarios import TEAM_SCENARIOS
+from tests.frameworks.scenarios import TASK
+from tests.frameworks.team_scenarios import (
+    APPROVED,
+    DROPPED_ERROR,
+    FIXER,
+    INSTRUCTION,
+    PLANNER,
+    REISSUED,
+    RUBBER_STAMP,
+    TEAM_SCENARIOS,
+    VERIFIER,
+)
 
 PYTHON = ROOT / ".venv-crewai" / "bin" / "python"
+# The fixer's report in the hand-off scenario, all the verifier's task is handed.
+REPORT = DROPPED_ERROR.turns[FIXER][-1].answer
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +54,48 @@ def test_each_agent_runs_its_own_calls(collected):
 
 def test_each_finding_names_the_agents_and_the_call(collected):
     team_checks.check_messages(collected)
+
+
+def test_each_finding_is_at_the_step_where_it_happened(collected):
+    # The fixer's restart; the planner's third instruction (each in a task of its own); the
+    # verifier's first model call, the hand-off (its task's context, the fixer's report).
+    at = dict(_steps(collected, RUBBER_STAMP))[_found_at(collected, RUBBER_STAMP, "FM-3.2")]
+    assert (at["kind"], at["agent"], at["tool"]) == ("tool", FIXER, "restart_deployment")
+    assert _found_at(collected, REISSUED, "FM-2.5") == _model_calls(collected, REISSUED, PLANNER)[2]
+    handoff = _model_calls(collected, DROPPED_ERROR, VERIFIER)[0]
+    assert _found_at(collected, DROPPED_ERROR, "FM-2.4") == handoff
+
+
+def test_each_task_reads_as_what_its_agent_was_handed_and_answered(collected):
+    # Its description, then the context it was handed; its answer. Not the agent's settings
+    # and the whole TaskOutput that CrewAI's JSON carries.
+    tasks = [s for _, s in _steps(collected, DROPPED_ERROR) if s["kind"] == "agent"]
+    assert [(s["agent"], s["input"].rpartition("\n\n")[2], s["output"]) for s in tasks] == [
+        (PLANNER, TASK, INSTRUCTION),
+        (FIXER, INSTRUCTION, REPORT),
+        (VERIFIER, REPORT, APPROVED),
+    ]
+    assert not any(s["input"].startswith("{") for s in tasks)
+    crew = [s for _, s in _steps(collected, DROPPED_ERROR) if s["kind"] == "other"]
+    assert [s["output"] for s in crew] == [APPROVED]
+
+
+def _steps(collected, scenario) -> list[tuple[str, dict]]:
+    """The run's (span id, step) in order."""
+    runs, stored = collected
+    (trace_id,) = runs[scenario.name]
+    return [(s["span_id"], s["step"]) for s in stored.timelines[trace_id]["spans"] if s["step"]]
+
+
+def _found_at(collected, scenario, mode: str) -> str:
+    """The span of the run's finding of `mode`."""
+    runs, stored = collected
+    (trace_id,) = runs[scenario.name]
+    (span_id,) = [f["span_id"] for f in stored.findings_of(trace_id) if f["mode"] == mode]
+    return span_id
+
+
+def _model_calls(collected, scenario, agent: str) -> list[str]:
+    """The spans of the agent's model calls, in order."""
+    steps = _steps(collected, scenario)
+    return [span for span, s in steps if (s["kind"], s["agent"]) == ("llm", agent)]
