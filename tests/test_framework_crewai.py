@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from tests.frameworks import team_checks
+from tests.frameworks.crewai_scenarios import DELEGATE, REDELEGATED
 from tests.frameworks.harness import ROOT, collect
 from tests.frameworks.scenarios import TASK
 from tests.frameworks.team_scenarios import (
@@ -78,6 +79,20 @@ def test_each_task_reads_as_what_its_agent_was_handed_and_answered(collected):
     assert not any(s["input"].startswith("{") for s in tasks)
     crew = [s for _, s in _steps(collected, DROPPED_ERROR) if s["kind"] == "other"]
     assert [s["output"] for s in crew] == [APPROVED]
+
+
+def test_a_manager_delegating_the_same_work_again_is_found_at_its_third_delegation(collected):
+    # A hierarchical crew: the manager's delegations are its tool calls (named as the model
+    # called them), the coworker's model calls under them the coworker's.
+    team_checks.check_findings(collected, REDELEGATED)
+    steps = _steps(collected, REDELEGATED)
+    assert [s["agent"] for _, s in steps if s["kind"] == "llm"] == [PLANNER, FIXER] * 3 + [PLANNER]
+    delegations = [(span, s) for span, s in steps if s["tool"] == DELEGATE]
+    assert [(s["agent"], s["target_agent"]) for _, s in delegations] == [(PLANNER, FIXER)] * 3
+    runs, stored = collected
+    (finding,) = stored.findings_of(runs[REDELEGATED.name][0])
+    assert finding["span_id"] == delegations[2][0] and finding["agent"] == PLANNER
+    assert finding["message"].startswith(f'{DELEGATE}({{"task": "{INSTRUCTION}"')
 
 
 def _steps(collected, scenario) -> list[tuple[str, dict]]:

@@ -148,6 +148,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         result, call_id = payloads.tool_message_content(output_value)
         step.tool_call_id = step.tool_call_id or call_id
         step.tool_result = values.truncate(result, max_text)
+        if crewai.is_tool(attrs):
+            crewai.read_tool(step)
         return step
 
     if kind is StepKind.LLM:

@@ -2,8 +2,9 @@
 `openinference-instrumentation-crewai` (the crew, each task's AGENT span, each tool's run) and
 `openinference-instrumentation-openai` (the model calls): a sequential Crew of a planner, a
 fixer and a verifier, one task per turn that ends in an answer, each agent running its own
-tool calls. Runs in .venv-crewai (crewai pins pydantic and openai older than the collector's;
-scripts/crewai-requirements.txt)."""
+tool calls; and a hierarchical one, the planner its manager delegating to the others
+(crewai_scenarios.py). Runs in .venv-crewai (crewai pins pydantic and openai older than the
+collector's; scripts/crewai-requirements.txt)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import tempfile
 
 from tests.frameworks import agent_side
+from tests.frameworks.crewai_scenarios import CREWAI_SCENARIOS
 from tests.frameworks.scenarios import TASK, TOOL_DOCS, Cluster
 from tests.frameworks.team_scenarios import (
     FIXER,
@@ -50,6 +52,9 @@ def main() -> None:
             failing[scenario.failing[0]] = scenario.failing[1]
         with recorder.scenario(runs, scenario.name):
             team_run(scenario, server, tools)
+    for scenario in CREWAI_SCENARIOS:
+        with recorder.scenario(runs, scenario.name):
+            managed_run(scenario, server, tools)
     server.stop()
     agent_side.finish(provider, runs)
 
@@ -101,14 +106,12 @@ def _tasks(scenario: TeamScenario) -> list[tuple[str, dict[str, int]]]:
     return tasks
 
 
-def team_run(scenario: TeamScenario, server, tools) -> None:  # type: ignore[no-untyped-def]
-    """One crew kickoff: a task per agent's turn, the verifier's task given the fixer's last
-    report only when the scenario hands it on (`Task(context=[...])`), else every earlier
-    task's output (a sequential crew's default)."""
-    from crewai import LLM, Agent, Crew, Process, Task
+def _agents(server, tools) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    """The team, each agent named by its role; the planner has no tools."""
+    from crewai import LLM, Agent
 
     llm = LLM(model="gpt-4o-mini", base_url=server.base_url, api_key="sk-scripted")
-    agents = {
+    return {
         name: Agent(
             role=name,
             goal="Fix the shop namespace.",
@@ -119,6 +122,15 @@ def team_run(scenario: TeamScenario, server, tools) -> None:  # type: ignore[no-
         )
         for name in TEAM
     }
+
+
+def team_run(scenario: TeamScenario, server, tools) -> None:  # type: ignore[no-untyped-def]
+    """One crew kickoff: a task per agent's turn, the verifier's task given the fixer's last
+    report only when the scenario hands it on (`Task(context=[...])`), else every earlier
+    task's output (a sequential crew's default)."""
+    from crewai import Crew, Process, Task
+
+    agents = _agents(server, tools)
     plan = _tasks(scenario)
 
     def play(index: int) -> None:
@@ -143,6 +155,22 @@ def team_run(scenario: TeamScenario, server, tools) -> None:  # type: ignore[no-
     play(0)
     Crew(
         name=SERVICE, agents=list(agents.values()), tasks=tasks, process=Process.sequential
+    ).kickoff()
+
+
+def managed_run(scenario: TeamScenario, server, tools) -> None:  # type: ignore[no-untyped-def]
+    """A hierarchical crew's kickoff: the team's task given to the planner as its manager
+    (`manager_agent`, which crewai lets delegate), the fixer and the verifier its coworkers."""
+    from crewai import Crew, Process, Task
+
+    agents = _agents(server, tools)
+    server.play_team({name: list(turns) for name, turns in scenario.turns.items()})
+    Crew(
+        name=SERVICE,
+        agents=[agents[FIXER], agents[VERIFIER]],
+        tasks=[Task(description=TASK, expected_output="The team's report on the fix.")],
+        process=Process.hierarchical,
+        manager_agent=agents[PLANNER],
     ).kickoff()
 
 
