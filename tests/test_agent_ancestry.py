@@ -115,3 +115,25 @@ def test_an_agent_named_after_its_steps_were_released_stays_unnamed_for_that_run
         ("sub", "fixer"),
         ("chat x", "fixer"),
     ]
+
+
+def test_work_under_a_delegation_is_the_coworkers_the_delegation_its_senders():
+    # CrewAI's manager delegates by a tool call; the coworker's model call runs under it and
+    # arrives first, the tool span and the manager's task span after it. The coworker's first
+    # step is a hand-off from the manager.
+    w = windows(grace_s=0.5, agent_wait_s=5.0)
+    w.add(span("ChatCompletion", "coworker", "delegate", StepKind.LLM, 3), now=0.0)
+    w.tick(1.0)
+    assert Seen.steps == []
+    delegate = span("delegate", "delegate", "task", StepKind.TOOL, 2, target_agent="fixer")
+    w.add(delegate, now=1.5)
+    w.add(span("ChatCompletion", "ask", "task", StepKind.LLM, 1.5), now=1.5)
+    w.add(span("task", "task", "", StepKind.AGENT, 1, agent="planner"), now=2.0)
+    w.tick(3.0)
+    assert Seen.steps == [
+        ("task", "planner"),
+        ("ChatCompletion", "planner"),
+        ("delegate", "planner"),
+        ("handoff from planner to fixer", "planner"),
+        ("ChatCompletion", "fixer"),
+    ]

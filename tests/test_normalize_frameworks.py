@@ -1,7 +1,7 @@
 """What the framework tests found the frameworks emit, read right without the frameworks:
 Kubernetes manifests as arguments, `{"args", "kwargs"}` call wrappers, LangChain ToolMessage
-JSON, smolagents' final answer, the Agents SDK's hand-off span, message events sent as log
-records, and content blocks in message events."""
+JSON, smolagents' final answer, the Agents SDK's hand-off span, CrewAI's task, crew and tool
+spans, message events sent as log records, and content blocks in message events."""
 
 from __future__ import annotations
 
@@ -117,6 +117,63 @@ def test_the_agents_sdk_handoff_span_is_a_handoff_from_sender_to_receiver():
     )
     assert step is not None and step.kind is StepKind.HANDOFF
     assert (step.agent, step.target_agent) == ("triage", "fixer")
+
+
+def test_crewai_tasks_read_as_told_and_answered_and_the_crew_as_its_answer():
+    report = "Raised checkout's limit to 512Mi."
+    task_output = {"description": "Check the fix.", "raw": "Approved.", "messages": []}
+    given = {"agent": {"role": "verifier"}, "context": report, "tools": ["name='get_logs'"]}
+    crew = {"openinference.span.kind": "CHAIN", "crew_key": "c"}
+    task = normalize_span(
+        span(
+            "verifier._execute_core",
+            crew
+            | {
+                "openinference.span.kind": "AGENT",
+                "task_key": "k",
+                "graph.node.id": "verifier",
+                "input.value": json.dumps(given),
+                "output.value": json.dumps(task_output),
+            },
+        )
+    )
+    assert task is not None and task.kind is StepKind.AGENT and task.agent == "verifier"
+    assert (task.input_text, task.output_text) == (f"Check the fix.\n\n{report}", "Approved.")
+    output = {"raw": "Approved.", "tasks_output": [task_output]}
+    kickoff = normalize_span(span("sre.kickoff", crew | {"output.value": json.dumps(output)}))
+    assert kickoff is not None and kickoff.output_text == "Approved."
+    # Not CrewAI's JSON (a failed task's span has no output): the values as sent.
+    failed = normalize_span(
+        span("fixer._execute_core", crew | {"task_key": "k", "input.value": "plain"})
+    )
+    assert failed is not None and (failed.input_text, failed.output_text) == ("plain", "")
+
+
+def test_crewai_tools_are_named_as_the_model_called_them_and_a_delegation_names_its_coworker():
+    tool = {"openinference.span.kind": "TOOL", "tool.result_as_answer": False}
+    arguments = {"task": "Fix checkout.", "context": "It crashes.", "coworker": "fixer"}
+    delegation = normalize_span(
+        span(
+            "Delegate work to coworker.run",
+            tool | {"tool.name": "Delegate work to coworker", "input.value": json.dumps(arguments)},
+        )
+    )
+    assert delegation is not None and delegation.kind is StepKind.TOOL
+    assert (delegation.tool_name, delegation.target_agent) == ("delegate_work_to_coworker", "fixer")
+    for name, called in (
+        ("Search the internet with Serper", "search_the_internet_with_serper"),
+        ("Read a file's content", "read_a_files_content"),
+        ("SerperDevTool", "serper_dev_tool"),
+        ("get_pod_status", "get_pod_status"),
+        ("x" * 70, "x" * 55 + "_c71bd109"),  # crewai's own name for it
+    ):
+        step = normalize_span(span(f"{name}.run", tool | {"tool.name": name}))
+        assert step is not None and step.tool_name == called and not step.target_agent
+    # Another instrumentation's tool keeps its name as sent.
+    other = normalize_span(
+        span("run", {"openinference.span.kind": "TOOL", "tool.name": "Get Logs"})
+    )
+    assert other is not None and other.tool_name == "Get Logs"
 
 
 def test_message_events_sent_as_log_records_fill_their_chat_step():

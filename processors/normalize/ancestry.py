@@ -3,7 +3,9 @@
 OpenInference (and hand-written agents on GenAI conventions) name the agent on the agent span
 only: its model and tool spans carry no agent. A step's agent is then that of its nearest
 ancestor that names one. A root span that names no agent (`sre_agent.run`, a graph's root)
-stands for the run itself: its agent is its service, or its own name.
+stands for the run itself: its agent is its service, or its own name. A span that hands work
+to another agent (a step naming a `target_agent`: a CrewAI delegation, whose coworker works
+under the tool call) names that agent to the steps under it, not to itself.
 
 Spans are exported when they end, so children arrive before their parents: `missing_parent`
 tells the caller a step's agent may still be named by a span yet to come. A step released
@@ -34,16 +36,20 @@ def root_agent(step: Step) -> str:
 class Ancestry:
     """The parent and the agent of every span of one trace seen so far."""
 
-    __slots__ = ("agents", "late", "parents")
+    __slots__ = ("agents", "late", "parents", "receivers")
 
     def __init__(self) -> None:
         self.parents: dict[str, str] = {}
         self.agents: dict[str, str] = {}
+        # Spans handing work to another agent → that agent, for the steps under them.
+        self.receivers: dict[str, str] = {}
         # Spans some step under them was released before: they name no agent to their steps.
         self.late: set[str] = set()
 
     def add(self, step: Step) -> None:
         self.parents[step.span_id] = step.parent_span_id
+        if step.target_agent:
+            self.receivers[step.span_id] = step.target_agent
         if step.agent:
             self.agents[step.span_id] = step.agent
         elif not step.parent_span_id:
@@ -54,11 +60,11 @@ class Ancestry:
         if step.agent:
             return step.agent
         span = step.span_id
-        late = self.late
+        late, receivers = self.late, self.receivers
         for _ in range(MAX_DEPTH):
             if span in late:
                 return ""
-            agent = self.agents.get(span)
+            agent = (span != step.span_id and receivers.get(span)) or self.agents.get(span)
             if agent:
                 return agent
             parent = self.parents.get(span)
@@ -78,7 +84,7 @@ class Ancestry:
         """Whether the step's chain of ancestors reaches a span not seen yet."""
         span = step.span_id
         for _ in range(MAX_DEPTH):
-            if span in self.agents:
+            if span in self.agents or (span != step.span_id and span in self.receivers):
                 return False
             parent = self.parents.get(span)
             if parent is None:

@@ -1,7 +1,8 @@
 """OpenInference spans (Arize Phoenix instrumentations) read into a `Step`.
 
 OpenInference marks every span with `openinference.span.kind` and flattens lists into indexed
-attribute names (`llm.input_messages.0.message.role`); this module gathers them back.
+attribute names (`llm.input_messages.0.message.role`); this module gathers them back. CrewAI's
+crew and task spans carry CrewAI's objects as JSON: `crewai` reads them.
 
 Names verified against Arize-ai/openinference: spec/semantic_conventions.md and
 python/openinference-semantic-conventions/src/openinference/semconv/trace/__init__.py.
@@ -15,6 +16,7 @@ from typing import Any
 
 from mast_otel.processors.model import Step, StepKind, ToolCallRequest
 from mast_otel.processors.normalize import (
+    crewai,
     history,
     payloads,
     span_fields,
@@ -146,6 +148,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         result, call_id = payloads.tool_message_content(output_value)
         step.tool_call_id = step.tool_call_id or call_id
         step.tool_result = values.truncate(result, max_text)
+        if crewai.is_tool(attrs):
+            crewai.read_tool(step)
         return step
 
     if kind is StepKind.LLM:
@@ -194,6 +198,8 @@ def to_step(record: SpanRecord, max_text: int = MAX_TEXT) -> Step:
         return step
 
     # Agents, chains and the rest: input and output are the task and the answer.
+    if crewai.recognises(attrs):
+        input_value, output_value = crewai.texts(attrs, input_value, output_value)
     step.input_text = values.truncate(input_value, input_max)
     step.output_text = values.truncate(output_value, max_text)
     return step
