@@ -14,9 +14,7 @@ from typing import Any
 from mast_otel.processors.classify import ActionClassifier
 from mast_otel.processors.detectors import (
     clarification,
-    conversation_reset,
     derailment,
-    history_loss,
     ignored_input,
     incorrect_verification,
     missing_verification,
@@ -29,6 +27,8 @@ from mast_otel.processors.detectors import (
     withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
+from mast_otel.processors.detectors.conversation_reset import detector as conversation_reset
+from mast_otel.processors.detectors.history_loss import detector as history_loss
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.run import DetectorRun, Run
 

@@ -29,11 +29,18 @@ def test_every_mode_has_one_factory_in_taxonomy_order() -> None:
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=lambda f: f.type)
 def test_a_factory_lives_at_the_end_of_the_module_named_for_it(factory: DetectorFactory) -> None:
-    module = importlib.import_module(f"mast_otel.processors.detectors.{factory.type}")
+    named = importlib.import_module(f"mast_otel.processors.detectors.{factory.type}")
+    if hasattr(named, "__path__"):
+        # A rule family's folder: the factory ends its detector.py, the config is config.py.
+        module = importlib.import_module(f"{named.__name__}.detector")
+        configs: tuple[str, ...] = (f"{named.__name__}.config",)
+    else:
+        # Its configuration beside it: in the module, or in `<module>_config` when the module
+        # grew past the size a reader takes in at once.
+        module = named
+        configs = (module.__name__, f"{module.__name__}_config")
     assert module.FACTORY is factory
-    # Its configuration beside it: in the module, or in `<module>_config` when the module
-    # grew past the size a reader takes in at once.
-    assert factory.config.__module__ in (module.__name__, f"{module.__name__}_config")
+    assert factory.config.__module__ in configs
     config = factory.default_config()
     config.validate()
     assert config.enabled is True
