@@ -20,7 +20,6 @@ from mast_otel.processors.detectors import (
     missing_verification,
     premature_termination,
     reasoning_action,
-    role_specification,
     step_repetition,
     task_specification,
     termination_awareness,
@@ -29,6 +28,7 @@ from mast_otel.processors.detectors import (
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
 from mast_otel.processors.detectors.conversation_reset import detector as conversation_reset
 from mast_otel.processors.detectors.history_loss import detector as history_loss
+from mast_otel.processors.detectors.role_specification import detector as role_specification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.run import DetectorRun, Run
 
