@@ -14,7 +14,6 @@ from typing import Any
 from mast_otel.processors.classify import ActionClassifier
 from mast_otel.processors.detectors import (
     clarification,
-    derailment,
     ignored_input,
     incorrect_verification,
     missing_verification,
@@ -27,6 +26,7 @@ from mast_otel.processors.detectors import (
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
 from mast_otel.processors.detectors.conversation_reset import detector as conversation_reset
+from mast_otel.processors.detectors.derailment import detector as derailment
 from mast_otel.processors.detectors.history_loss import detector as history_loss
 from mast_otel.processors.detectors.role_specification import detector as role_specification
 from mast_otel.processors.detectors.signals import Signals
