@@ -21,7 +21,6 @@ from mast_otel.processors.detectors import (
     reasoning_action,
     step_repetition,
     task_specification,
-    withholding,
 )
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
 from mast_otel.processors.detectors.conversation_reset import detector as conversation_reset
@@ -30,6 +29,7 @@ from mast_otel.processors.detectors.history_loss import detector as history_loss
 from mast_otel.processors.detectors.role_specification import detector as role_specification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.detectors.termination_awareness import detector as termination_awareness
+from mast_otel.processors.detectors.withholding import detector as withholding
 from mast_otel.processors.run import DetectorRun, Run
 
 FACTORIES: tuple[DetectorFactory[Any], ...] = (
