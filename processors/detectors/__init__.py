@@ -14,7 +14,6 @@ from typing import Any
 from mast_otel.processors.classify import ActionClassifier
 from mast_otel.processors.detectors import (
     clarification,
-    ignored_input,
     incorrect_verification,
     missing_verification,
     premature_termination,
@@ -26,6 +25,7 @@ from mast_otel.processors.detectors.base import Detector, DetectorContext, Detec
 from mast_otel.processors.detectors.conversation_reset import detector as conversation_reset
 from mast_otel.processors.detectors.derailment import detector as derailment
 from mast_otel.processors.detectors.history_loss import detector as history_loss
+from mast_otel.processors.detectors.ignored_input import detector as ignored_input
 from mast_otel.processors.detectors.role_specification import detector as role_specification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.detectors.termination_awareness import detector as termination_awareness
