@@ -16,7 +16,6 @@ from mast_otel.processors.detectors import (
     clarification,
     incorrect_verification,
     missing_verification,
-    premature_termination,
     reasoning_action,
     step_repetition,
     task_specification,
@@ -26,6 +25,7 @@ from mast_otel.processors.detectors.conversation_reset import detector as conver
 from mast_otel.processors.detectors.derailment import detector as derailment
 from mast_otel.processors.detectors.history_loss import detector as history_loss
 from mast_otel.processors.detectors.ignored_input import detector as ignored_input
+from mast_otel.processors.detectors.premature_termination import detector as premature_termination
 from mast_otel.processors.detectors.role_specification import detector as role_specification
 from mast_otel.processors.detectors.signals import Signals
 from mast_otel.processors.detectors.termination_awareness import detector as termination_awareness
