@@ -14,8 +14,8 @@ is related when it is named as it is or as the whole words it is written with (`
   returned: that result never joined the evidence.
 - Near miss: four calls on the pods, deployment, logs and events of shop: on task. A look-up
   by the username the user gave (jalvarez) puts the employee id it returns on task, so the
-  calls on that id are too. An order written `#W8843120` in the calls is the one the user
-  named as "#W8843120". Six calls of `get_alerts {}` name no resource and are neutral.
+  calls on that id are too. Four calls on order `#W8843120` after the user wrote "my order
+  #W8843120" are on task. Six calls of `get_alerts {}` name no resource and are neutral.
 """
 
 from __future__ import annotations
