@@ -12,47 +12,47 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mast_otel.processors.classify import ActionClassifier
-from mast_otel.processors.detectors import (
-    conversation_reset,
-    derailment,
-    history_loss,
-    ignored_input,
-    premature_termination,
-    role_specification,
-    termination_awareness,
-    withholding,
-)
 from mast_otel.processors.detectors.base import Detector, DetectorContext, DetectorFactory
-from mast_otel.processors.detectors.clarification import detector as clarification_detector
-from mast_otel.processors.detectors.incorrect_verification import (
-    detector as incorrect_verification_detector,
+from mast_otel.processors.detectors.clarification.detector import FACTORY as CLARIFICATION
+from mast_otel.processors.detectors.conversation_reset.detector import FACTORY as CONVERSATION_RESET
+from mast_otel.processors.detectors.derailment.detector import FACTORY as DERAILMENT
+from mast_otel.processors.detectors.history_loss.detector import FACTORY as HISTORY_LOSS
+from mast_otel.processors.detectors.ignored_input.detector import FACTORY as IGNORED_INPUT
+from mast_otel.processors.detectors.incorrect_verification.detector import (
+    FACTORY as INCORRECT_VERIFICATION,
 )
-from mast_otel.processors.detectors.missing_verification import (
-    detector as missing_verification_detector,
+from mast_otel.processors.detectors.missing_verification.detector import (
+    FACTORY as MISSING_VERIFICATION,
 )
-from mast_otel.processors.detectors.reasoning_action import detector as reasoning_action_detector
+from mast_otel.processors.detectors.premature_termination.detector import (
+    FACTORY as PREMATURE_TERMINATION,
+)
+from mast_otel.processors.detectors.reasoning_action.detector import FACTORY as REASONING_ACTION
+from mast_otel.processors.detectors.role_specification.detector import FACTORY as ROLE_SPECIFICATION
 from mast_otel.processors.detectors.signals import Signals
-from mast_otel.processors.detectors.step_repetition import detector as step_repetition_detector
-from mast_otel.processors.detectors.task_specification import (
-    detector as task_specification_detector,
+from mast_otel.processors.detectors.step_repetition.detector import FACTORY as STEP_REPETITION
+from mast_otel.processors.detectors.task_specification.detector import FACTORY as TASK_SPECIFICATION
+from mast_otel.processors.detectors.termination_awareness.detector import (
+    FACTORY as TERMINATION_AWARENESS,
 )
+from mast_otel.processors.detectors.withholding.detector import FACTORY as WITHHOLDING
 from mast_otel.processors.run import DetectorRun, Run
 
 FACTORIES: tuple[DetectorFactory[Any], ...] = (
-    task_specification_detector.FACTORY,  # FM-1.1
-    role_specification.FACTORY,  # FM-1.2
-    step_repetition_detector.FACTORY,  # FM-1.3
-    history_loss.FACTORY,  # FM-1.4
-    termination_awareness.FACTORY,  # FM-1.5
-    conversation_reset.FACTORY,  # FM-2.1
-    clarification_detector.FACTORY,  # FM-2.2
-    derailment.FACTORY,  # FM-2.3
-    withholding.FACTORY,  # FM-2.4
-    ignored_input.FACTORY,  # FM-2.5
-    reasoning_action_detector.FACTORY,  # FM-2.6
-    premature_termination.FACTORY,  # FM-3.1
-    missing_verification_detector.FACTORY,  # FM-3.2
-    incorrect_verification_detector.FACTORY,  # FM-3.3
+    TASK_SPECIFICATION,  # FM-1.1
+    ROLE_SPECIFICATION,  # FM-1.2
+    STEP_REPETITION,  # FM-1.3
+    HISTORY_LOSS,  # FM-1.4
+    TERMINATION_AWARENESS,  # FM-1.5
+    CONVERSATION_RESET,  # FM-2.1
+    CLARIFICATION,  # FM-2.2
+    DERAILMENT,  # FM-2.3
+    WITHHOLDING,  # FM-2.4
+    IGNORED_INPUT,  # FM-2.5
+    REASONING_ACTION,  # FM-2.6
+    PREMATURE_TERMINATION,  # FM-3.1
+    MISSING_VERIFICATION,  # FM-3.2
+    INCORRECT_VERIFICATION,  # FM-3.3
 )
 
 

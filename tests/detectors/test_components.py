@@ -33,18 +33,14 @@ def test_every_mode_has_one_factory_in_taxonomy_order() -> None:
 def test_a_factory_lives_at_the_end_of_the_module_named_for_it(factory: DetectorFactory) -> None:
     name = f"mast_otel.processors.detectors.{factory.type}"
     module = importlib.import_module(name)
-    if hasattr(module, "__path__"):
-        # A rule family's folder: its __init__.py is its docstring alone, detector.py ends
-        # with the factory and config.py holds the configuration.
-        init = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
-        assert [type(node) for node in init.body] == [ast.Expr]
-        assert ast.get_docstring(init)
-        module = importlib.import_module(f"{name}.detector")
-        configs: tuple[str, ...] = (f"{name}.config",)
-    else:
-        # Its configuration beside it: in the module, or in `<module>_config` when the module
-        # grew past the size a reader takes in at once.
-        configs = (module.__name__, f"{module.__name__}_config")
+    # A rule family's folder: its __init__.py is its docstring alone, detector.py ends with the
+    # factory and config.py holds the configuration.
+    assert hasattr(module, "__path__"), f"{name} is not a folder"
+    init = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
+    assert [type(node) for node in init.body] == [ast.Expr]
+    assert ast.get_docstring(init)
+    module = importlib.import_module(f"{name}.detector")
+    configs = (f"{name}.config",)
     assert module.FACTORY is factory
     assert factory.config.__module__ in configs
     config = factory.default_config()

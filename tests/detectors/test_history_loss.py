@@ -182,7 +182,7 @@ def test_fm14_codex_compaction_is_not_a_loss_of_history():
 
 def test_codex_compaction_is_a_step_detectors_read_as_a_summary(tmp_path):
     from mast_otel.collector.importers import codex
-    from mast_otel.processors.detectors.history_loss import HistoryLossConfig
+    from mast_otel.processors.detectors.history_loss.config import HistoryLossConfig
     from tests.imported import steps_of
 
     path = tmp_path / "rollout-compacted.jsonl"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.premature_termination import PrematureTerminationConfig
+from mast_otel.processors.detectors.premature_termination.config import PrematureTerminationConfig
 from tests.imported import tau_findings
 from tests.steps import GET_PODS, RunBuilder, analyse, only, rules
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mast_otel.processors.detectors.config import DetectorsConfig
-from mast_otel.processors.detectors.withholding import WithholdingConfig
+from mast_otel.processors.detectors.withholding.config import WithholdingConfig
 from tests.detectors.real_runs import tau_findings
 from tests.steps import FIX, GET_PODS, RunBuilder, analyse, rules
 

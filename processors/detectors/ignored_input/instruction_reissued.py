@@ -2,7 +2,17 @@
 same instruction again and again (the same words, naming a teammate: an instruction is
 addressed; `reissued_instruction_count` times) while no other agent makes a single tool call:
 the teammates it instructs answer it without acting on it. Reported once per instruction, at
-the message that repeats it the last time counted."""
+the message that repeats it the last time counted.
+
+- Fires: the planner says "Data_Expert: count the rows of data.csv with code." three times,
+  and each time Data_Expert answers "Sure, I will do that." without running anything:
+  "Planner_Expert gave the same instruction 3 times (...); Data_Expert answered without a
+  single tool call".
+- Near miss: the same instruction three times, but after each one Data_Expert writes code and
+  the executor runs it (41, 42, 43 rows): a tool call in between carried the instruction out.
+  Nor does a message of fewer than four words ("OK.", "Continue.") count, nor one that names
+  no other agent of the run, nor any of it in a single agent's run.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +20,9 @@ import re
 from dataclasses import dataclass, field
 
 from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.ignored_input.context import IgnoredInputContext
 from mast_otel.processors.detectors.signals import is_team
-from mast_otel.processors.model import Step, StepKind, StepRef
+from mast_otel.processors.model import Finding, Step, StepKind, StepRef
 from mast_otel.processors.run import Run
 
 _LLM = StepKind.LLM
@@ -30,25 +41,18 @@ class _Instruction:
     answered_by: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class Reissued:
-    """An instruction given `len(given)` times with no teammate acting on it."""
-
-    agent: str
-    text: str
-    given: list[StepRef]
-    answered_by: list[str]
-
-
 class ReissuedInstructions:
     """Per run: each agent's instruction being repeated, until someone else calls a tool."""
 
-    def __init__(self, count: int) -> None:
-        self.count = count
+    __slots__ = ("context", "count", "current", "reported")
+
+    def __init__(self, context: IgnoredInputContext) -> None:
+        self.context = context
+        self.count = context.config.reissued_instruction_count
         self.current: dict[str, _Instruction] = {}
         self.reported: set[str] = set()
 
-    def step(self, step: Step, run: Run) -> Reissued | None:
+    def step(self, step: Step, run: Run) -> Finding | None:
         if self.count < 2:
             return None
         if step.kind is _TOOL:
@@ -75,8 +79,34 @@ class ReissuedInstructions:
         if not _addressed(instruction.text, step.agent, run):
             return None
         self.reported.add(key)
-        return Reissued(
-            step.agent, short(instruction.text, 120), instruction.given, instruction.answered_by
+        return self._finding(
+            step.agent,
+            short(instruction.text, 120),
+            instruction.given,
+            instruction.answered_by,
+            run,
+        )
+
+    def _finding(
+        self, agent: str, text: str, given: list[StepRef], answered_by: list[str], run: Run
+    ) -> Finding:
+        others = ", ".join(answered_by) or "no teammate"
+        return self.context.report.finding(
+            at=given[-1],
+            rule="instruction_reissued",
+            confidence=0.7,
+            message=(
+                f"{agent} gave the same instruction {len(given)} times "
+                f"({text!r}); {others} answered without a single tool call"
+            ),
+            evidence=given,
+            values={
+                "sender": agent,
+                "receivers": answered_by,
+                "instruction": text,
+                "times": len(given),
+            },
+            run=run,
         )
 
 

@@ -1,30 +1,40 @@
-"""FM-2.5 Ignored other agent's input: the receiving agent does not act on what it was told.
+"""FM-2.5's two rules on what a hand-off assigned its receiver: the resources its message
+names, and the calls its sender saw fail when the message says something failed.
 
-Rules, around each hand-off:
-- `instruction_ignored`: the hand-off message names resources to act on, and the receiver,
-  having made at least `min_receiver_calls` tool calls, never touched any of them (checked when
-  the receiver hands off again or the run closes);
-- `repeated_failed_action`: the hand-off message says something failed, and the receiver
-  makes the very call the sender saw fail;
-- `instruction_reissued` (ignored_input_reissued.py): in a team's run, an agent gives the same
-  instruction `reissued_instruction_count` times while no teammate makes a tool call.
+`instruction_ignored`: the hand-off message names resources to act on (the targets the
+classifier finds in it), and the receiver, having made at least `min_receiver_calls` tool
+calls, never touched any of them. Judged when the receiver hands off in turn, or when the run
+closes; reported at the hand-off.
+- Fires: triage hands off to fixer with "checkout in shop is OOMKilled (logs). Raise the memory
+  of deployment/checkout in shop.", and fixer runs `kubectl get pods -n billing` and
+  `kubectl get nodes`: it never acted on checkout.
+- Near miss: fixer runs `kubectl get nodes`, then `kubectl set resources deployment/checkout
+  ... -n shop`: it touched what it was handed. With only `kubectl get nodes` it made one call,
+  fewer than `min_receiver_calls`: too few to tell.
+
+`repeated_failed_action`: the hand-off message says something failed ("fail", "error", "did
+not work", "denied", "forbidden"), and the receiver makes the very call (canonically the
+same) the sender saw fail.
+- Fires: triage's `kubectl rollout restart deployment/checkout -n shop` fails ("forbidden"),
+  it hands off with "restarting deployment/checkout in shop failed: forbidden", and fixer
+  runs the same restart: reported at fixer's call.
+- Near miss: the same failure, but the hand-off says only "restart deployment/checkout in
+  shop": the message does not say it failed, so repeating it is doing as told.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mast_otel.processors.detectors.base import Detector, DetectorFactory, short
-from mast_otel.processors.detectors.ignored_input_reissued import ReissuedInstructions
+from mast_otel.processors.detectors.base import short
+from mast_otel.processors.detectors.ignored_input.context import IgnoredInputContext
 from mast_otel.processors.model import Finding, Step, StepKind, StepRef
-from mast_otel.processors.run import DetectorRun, Run
+from mast_otel.processors.run import Run
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
 _HANDOFF = StepKind.HANDOFF
 _TOOL = StepKind.TOOL
-_LLM = StepKind.LLM
 
 _FAILURE_WORDS = ("fail", "error", "did not work", "didn't work", "denied", "forbidden")
 # The receiver's first calls a finding cites; later ones are only counted.
@@ -41,71 +51,22 @@ class _Assignment:
     touched: bool = False
 
 
-@dataclass
-class IgnoredInputConfig:
-    """FM-2.5 ignored other agent's input: the receiver never acts on what the hand-off told it."""
+class Assignments:
+    """Per run: the calls each agent saw fail, and what each receiver was last handed."""
 
-    # Run this detector.
-    enabled: bool = True
-    # The receiver must have made at least this many tool calls for "never acted on it".
-    min_receiver_calls: int = 2
-    # In a team's run: the times one agent gives the same instruction, with no teammate making
-    # a tool call in between, that show it was ignored (0 turns the rule off).
-    reissued_instruction_count: int = 3
+    __slots__ = ("assignments", "config", "context", "failed_by_agent", "reported")
 
-    def validate(self) -> None:
-        """Every value of this section is valid."""
-
-
-class IgnoredInput(Detector):
-    mode = "FM-2.5"
-    name = "ignored_input"
-    version = "1.0"
-    config: IgnoredInputConfig
-
-    def open(self, run: Run) -> DetectorRun:
-        return _IgnoredInputRun(self)
-
-
-class _IgnoredInputRun(DetectorRun):
-    __slots__ = ("assignments", "config", "detector", "failed_by_agent", "reissued", "reported")
-    kinds = frozenset({StepKind.HANDOFF, StepKind.TOOL, StepKind.LLM})
-
-    def __init__(self, detector: IgnoredInput) -> None:
-        self.detector = detector
-        self.config = detector.config
+    def __init__(self, context: IgnoredInputContext) -> None:
+        self.context = context
+        self.config = context.config
         self.failed_by_agent: dict[str, set[str]] = {}
         self.assignments: dict[str, _Assignment] = {}  # receiver → what it was handed
         self.reported: set[str] = set()
-        self.reissued = ReissuedInstructions(self.config.reissued_instruction_count)
 
-    def on_step(self, step: Step, run: Run) -> Iterable[Finding]:
-        classifier = self.detector.classifier
+    def step(self, step: Step, run: Run) -> list[Finding]:
+        """The findings on a hand-off or a tool call."""
+        classifier = self.context.classifier
         findings: list[Finding] = []
-        found = self.reissued.step(step, run)
-        if found is not None:
-            others = ", ".join(found.answered_by) or "no teammate"
-            findings.append(
-                self.detector.finding(
-                    at=found.given[-1],
-                    rule="instruction_reissued",
-                    confidence=0.7,
-                    message=(
-                        f"{found.agent} gave the same instruction {len(found.given)} times "
-                        f"({found.text!r}); {others} answered without a single tool call"
-                    ),
-                    evidence=found.given,
-                    values={
-                        "sender": found.agent,
-                        "receivers": found.answered_by,
-                        "instruction": found.text,
-                        "times": len(found.given),
-                    },
-                    run=run,
-                )
-            )
-        if step.kind is _LLM:
-            return findings
         if step.kind is _HANDOFF and step.target_agent:
             previous = self.assignments.pop(step.agent, None)
             if previous is not None:
@@ -137,7 +98,7 @@ class _IgnoredInputRun(DetectorRun):
         if key in assignment.failed_calls and f"repeat:{key}" not in self.reported:
             self.reported.add(f"repeat:{key}")
             findings.append(
-                self.detector.finding(
+                self.context.report.finding(
                     at=step,
                     rule="repeated_failed_action",
                     confidence=0.8,
@@ -157,7 +118,8 @@ class _IgnoredInputRun(DetectorRun):
             )
         return findings
 
-    def on_close(self, run: Run) -> Iterable[Finding]:
+    def close(self, run: Run) -> list[Finding]:
+        """Every receiver's last assignment, judged now the run is over."""
         findings: list[Finding] = []
         for assignment in self.assignments.values():
             findings.extend(self._judge(assignment, run))
@@ -174,7 +136,7 @@ class _IgnoredInputRun(DetectorRun):
             return []
         self.reported.add(handoff.span_id)
         return [
-            self.detector.finding(
+            self.context.report.finding(
                 at=handoff,
                 rule="instruction_ignored",
                 confidence=0.7,
@@ -193,8 +155,3 @@ class _IgnoredInputRun(DetectorRun):
                 run=run,
             )
         ]
-
-
-FACTORY = DetectorFactory(
-    type="ignored_input", mode="FM-2.5", config=IgnoredInputConfig, create=IgnoredInput
-)
