@@ -59,3 +59,40 @@ def test_no_rule_module_imports_a_detector(family: Path) -> None:
             if name.startswith("mast_otel.processors.detectors.") and name.endswith(".detector")
         }
         assert detectors == set(), f"{family.name}/{path.name} imports {sorted(detectors)}"
+
+
+def _documented(family: Path, rule: str) -> bool:
+    """Whether a module of the family names `rule` in its docstring with an example that fires
+    and a near miss."""
+    for path in family.glob("*.py"):
+        doc = ast.get_docstring(_tree(path)) or ""
+        if f"`{rule}`" in doc and "Fires" in doc and "Near miss" in doc:
+            return True
+    return False
+
+
+def test_every_rule_found_on_the_corpora_is_documented_with_its_examples() -> None:
+    """Each rule a finding of the scenario corpus or of tau-bench's runs names is described in
+    its family, beside an example that fires it and a near miss, and listed in the family's
+    docstring."""
+    from scripts import corpus_fingerprint, real_accuracy
+    from tests.corpora import tau_file
+
+    findings, _ = corpus_fingerprint.analyse(corpus_fingerprint.record_corpus())
+    rules = {(f.detector, f.rule) for f in findings}
+    for run in real_accuracy.analyse(tau_file(), None):
+        rules.update((_detector_of(f["mode"]), f["rule"]) for f in run.findings)
+    assert len(rules) >= 40
+    undocumented = [
+        f"{detector}: {rule}"
+        for detector, rule in sorted(rules)
+        if not _documented(DETECTORS / detector, rule)
+        or f"`{rule}`" not in (ast.get_docstring(_tree(DETECTORS / detector / "__init__.py")) or "")
+    ]
+    assert undocumented == []
+
+
+def _detector_of(mode: str) -> str:
+    from mast_otel.processors.detectors import FACTORIES
+
+    return next(f.type for f in FACTORIES if f.mode == mode)
