@@ -1,10 +1,14 @@
-"""One detector per failure mode, in a file named for it that ends with its factory; the
-factories are listed here, in the taxonomy's order.
+"""One detector per failure mode, each a folder (a rule family) whose detector.py ends with its
+factory; the factories are listed here, in the taxonomy's order.
 
-A new detector is one module (its config class with its own `validate`, its detector, its
-per-run state, and `FACTORY = DetectorFactory(...)` at the end) plus one line in FACTORIES:
-its section under `detectors:` in the config file, its defaults in the configuration
-reference and its place in the pipeline follow from the factory."""
+A family's folder: `__init__.py` (its docstring alone: the mode, and each rule with the module
+deciding it), `config.py` (its section of the config file, with its own `validate`),
+`context.py` (what its rules read: the config, shared services, compiled patterns, a
+`Reporter`), one module per rule (or per few rules sharing state), each taking the context and
+never the detector, and `detector.py` (the detector, its per-run state composing the rules, and
+`FACTORY = DetectorFactory(...)` at the end). A new detector is such a folder plus one line in
+FACTORIES; its section under `detectors:`, its defaults in the configuration reference and its
+place in the pipeline follow from the factory. ARCHITECTURE.md walks through adding a rule."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ and its own `validate`, a create function), the context it is created in (the se
 use besides its own section), how it opens per-run state, how it words a finding and what the
 failing stretch cost.
 
-A detector module holds its config class, its detector and its per-run state, and ends with
-one `FACTORY = DetectorFactory(...)`; `processors/detectors/__init__.py` lists the factories."""
+A detector is a folder (processors/detectors/__init__.py says its shape): its rules are given
+its context, with a `Reporter` to word their findings, never the detector itself."""
 
 from __future__ import annotations
 
