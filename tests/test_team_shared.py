@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mast_otel.collector.analyze import run_files
+from mast_otel.collector.config import load_config
 from mast_otel.collector.importers import team
+from mast_otel.collector.store.exporter import MemoryExporter
 from tests.test_team_final_answer import _findings, _ran, _said
 
 
@@ -73,3 +76,19 @@ def test_the_same_instruction_acted_on_in_between_is_no_reissue(tmp_path: Path) 
             _ran(0, str(rows)),
         ]
     assert [m for m, _, _ in _findings(tmp_path, {"history": chat}) if m == "FM-2.5"] == []
+
+
+def test_a_reissued_instruction_finding_keeps_the_teammates_it_named(tmp_path: Path) -> None:
+    # A teammate who speaks only after the finding was made is not added to it afterwards.
+    order = "Data_Expert: count the rows of data.csv with code."
+    chat = [_said("Planner_Expert", "Plan: Data_Expert counts the rows.")]
+    for _ in range(3):
+        chat += [_said("Planner_Expert", order), _said("Data_Expert", "Sure, I will do that.")]
+    chat += [_said("Verification_Expert", "I will check the count once it is there.")]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"history": chat}))
+    exporter = MemoryExporter()
+    run_files(load_config(None), [str(path)], exporter)
+    (finding,) = [f for f in exporter.findings if f.rule == "instruction_reissued"]
+    assert finding.evidence["receivers"] == ["Data_Expert"]
+    assert "Verification_Expert" not in finding.message

@@ -102,7 +102,7 @@ class ReissuedInstructions:
             evidence=given,
             values={
                 "sender": agent,
-                "receivers": answered_by,
+                "receivers": list(answered_by),
                 "instruction": text,
                 "times": len(given),
             },
