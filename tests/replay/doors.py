@@ -41,6 +41,7 @@ class Door:
     name: str
     transport: str
     environment: str = "main"  # "main": the collector's; "traceloop": .venv-traceloop
+    module: str = "tests.replay.agent"  # the agent side's module
 
 
 DOORS: dict[str, Door] = {
@@ -53,6 +54,11 @@ DOORS: dict[str, Door] = {
         Door("openai-v2-tools", "grpc"),
         Door("pydantic-ai", "http"),
     )
+}
+# Doors for team runs (Who&When's AG2 group chats, a folder of `N.json` files, runs chosen by
+# file number): AG2 itself with its own tracing, in .venv-ag2 (`tests.replay.team_agent`).
+TEAM_DOORS: dict[str, Door] = {
+    d.name: d for d in (Door("ag2", "grpc", "ag2", "tests.replay.team_agent"),)
 }
 
 
@@ -78,6 +84,12 @@ class ReplayedRun:
     outcome: str
     score: float | None
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # The signature's attribution: the responsible agent, the decisive step's span and the
+    # chain as stored (JSON); and the message index each span the replay started stands for.
+    agent: str = ""
+    decisive_span: str = ""
+    chain: str = ""
+    spans: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,7 +127,7 @@ def replay(
             **NO_NETWORK,
         )
         done = subprocess.run(
-            [python_of(door), "-m", "tests.replay.agent"],
+            [python_of(door), "-m", door.module],
             capture_output=True,
             text=True,
             timeout=900,
@@ -166,6 +178,10 @@ def read_back(data_dir: Path, book: list[dict[str, Any]]) -> dict[int, ReplayedR
             trace_id=entry["trace_id"],
             outcome=str(signature.get("outcome") or ""),
             score=float(score) if isinstance(score, int | float) else None,
+            agent=str(signature.get("responsible_agent") or ""),
+            decisive_span=str(signature.get("decisive_span_id") or ""),
+            chain=str(signature.get("attribution_chain") or ""),
+            spans=entry["spans"],
         )
         positions[entry["trace_id"]] = entry["spans"]
     for finding in sorted(findings, key=lambda f: (f["trace_id"], f["time_unix_nano"])):
