@@ -97,7 +97,7 @@ class _Conversation:
 class Conversations:
     """The conversations of one run, as its steps are released."""
 
-    __slots__ = ("_answers", "_by_agent", "_said", "stats", "task_set")
+    __slots__ = ("_answers", "_authors", "_by_agent", "_said", "_spoken", "stats", "task_set")
 
     def __init__(self, stats: RecoveryStats) -> None:
         self._by_agent: dict[str, _Conversation] = {}
@@ -106,6 +106,11 @@ class Conversations:
         # User turns a span of their own already showed (an importer's or a harness's span
         # per turn), by key, until a model call's input shows them: not recovered twice.
         self._said: dict[str, int] = {}
+        # The turns the run's agents gave (model answers, and replies an agent span showed: an
+        # executor's output, a reply no model wrote), by text, and whose each was: a group
+        # chat hands every member the others' turns as the user's.
+        self._spoken: dict[str, str] = {}
+        self._authors: set[str] = set()
         self.stats = stats
         self.task_set = False
 
@@ -132,6 +137,8 @@ class Conversations:
         conversation = self._conversation(step.agent)
         if conversation is None or not messages:
             return []
+        if len(self._authors) > 1:
+            self._users_turn(step, messages)
         if not self.task_set:
             self.task_set = True
             task = task_of(messages)
@@ -170,15 +177,50 @@ class Conversations:
         return out
 
     def _another_agents(self, message: InputMessage, agent: str) -> bool:
-        """A message another agent of the run wrote: named for one, or (an assistant turn
-        with calls) an answer one of the run's released calls gave."""
+        """A message another agent of the run wrote: named for one, an assistant turn with
+        calls that one of the run's released calls gave, or a user message that is another
+        agent's turn (a group chat's members see each other's turns as the user's)."""
         if message.name and message.name != agent and message.name in self._by_agent:
             return True
+        if message.role == history.USER:
+            if len(self._authors) < 2:
+                return False
+            author = self._spoken.get(_key("", message.text, ()))
+            return author is not None and author != agent
         return (
             message.role == history.ASSISTANT
             and bool(message.calls)
             and _key(message.role, message.text, message.calls) in self._answers
         )
+
+    def _users_turn(self, step: Step, messages: tuple[InputMessage, ...]) -> None:
+        """The call's input text is the user's last turn: where the last user message is
+        another agent's turn, the last one that is not (or none)."""
+        for message in reversed(messages):
+            if message.role != history.USER:
+                continue
+            if not self._another_agents(message, step.agent):
+                return
+            break
+        else:
+            return
+        said = ""
+        for message in reversed(messages):
+            if message.role == history.USER and not self._another_agents(message, step.agent):
+                said = values.plain_prose(message.text)
+                break
+        step.input_text = said
+
+    def on_agent(self, step: Step) -> None:
+        """A released agent span: its reply, if it shows one, is its agent's turn."""
+        if step.output_text and step.agent:
+            self._spoke(step.agent, step.output_text)
+
+    def _spoke(self, agent: str, text: str) -> None:
+        if len(self._spoken) < MAX_ANSWERS:
+            self._spoken.setdefault(_key("", text, ()), agent)
+            if agent not in self._authors:
+                self._authors.add(agent)
 
     def after_call(self, step: Step) -> None:
         """Remember a released model call: its answer (where the next input continues) and
@@ -192,6 +234,8 @@ class Conversations:
         conversation.anchor_calls = _call_ids(step.tool_calls)
         if len(self._answers) < MAX_ANSWERS:
             self._answers.add(conversation.anchor)
+        if step.output_text:
+            self._spoke(step.agent, step.output_text)
         last = messages[-1] if messages else None
         conversation.fallback = _key(last.role, last.text, last.calls) if last else ""
         conversation.tool_steps_since_call = 0

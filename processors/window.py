@@ -29,6 +29,7 @@ from mast_otel.processors.run import DetectorRun, DispatchPlan, Run, run_outcome
 
 # Read for every step: a module name is one lookup, an enum member read through its
 # class is several. Private to this module's per-step code.
+_AGENT = StepKind.AGENT
 _HANDOFF = StepKind.HANDOFF
 _HUMAN = StepKind.HUMAN
 _LLM = StepKind.LLM
@@ -377,6 +378,8 @@ class RunWindows:
                 if run.conversations is None:
                     run.conversations = Conversations(stats.recovery)
                 run.conversations.on_human(step)
+            elif kind is _AGENT and run.conversations is not None:
+                run.conversations.on_agent(step)
             self._dispatch(run, step, findings)
             if kind is _LLM and run.conversations is not None:
                 run.conversations.after_call(step)

@@ -46,6 +46,7 @@ from tests.replay.model import RecordedTeam
 
 SERVICE = "ag2-team"
 TEAM = "team"
+USER = "user"
 EXECUTOR = "Computer_terminal"
 # AG2's reply format for code it ran (`_generate_code_execution_reply_using_executor`).
 EXECUTED = re.compile(
@@ -124,7 +125,8 @@ def replay_team_run(doc: dict[str, Any], base_url: str, tracer: Any, provider: A
                 human_input_mode="NEVER",
                 is_termination_msg=never,
             )
-    spoken = iter(range(1, len(history)))
+    user = ConversableAgent(USER, llm_config=False, human_input_mode="NEVER")
+    spoken = iter(range(len(history)))
 
     def next_speaker(last_speaker: Any, groupchat: Any) -> Any:
         index = next(spoken, None)
@@ -136,24 +138,33 @@ def replay_team_run(doc: dict[str, Any], base_url: str, tracer: Any, provider: A
         return groupchat.agent_by_name(name)
 
     chat = GroupChat(
-        agents=list(agents.values()),
+        agents=[user, *agents.values()],
         messages=[],
-        max_round=len(history),
+        max_round=len(history) + 1,
         speaker_selection_method=next_speaker,
         allow_repeat_speaker=True,
     )
     manager = GroupChatManager(chat, llm_config=False, is_termination_msg=never)
-    for agent in (*agents.values(), manager):
+    for agent in (user, *agents.values(), manager):
         instrument_agent(agent, tracer_provider=provider)
-    opener = agents[history[0]["name"]]
     POSITION.set(0)
     with tracer.start_as_current_span(
         f"invoke_agent {TEAM}",
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": TEAM},
     ) as root:
-        opener.initiate_chat(manager, message=str(history[0]["content"] or ""), silent=True)
+        user.initiate_chat(manager, message=task_of(doc), silent=True)
         POSITION.set(0)
         add_reward(root, 1.0 if doc.get("is_correct") else 0.0)
+
+
+def task_of(doc: dict[str, Any]) -> str:
+    """The task the user gives the team: the file's `question`."""
+    return str(doc.get("question") or "")
+
+
+def recorded(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat as the model server checks it: the user's task, then the recorded messages."""
+    return [{"name": USER, "content": task_of(doc)}, *doc["history"]]
 
 
 def main() -> None:
@@ -179,7 +190,7 @@ def main() -> None:
     try:
         for number in numbers:
             doc = json.loads((folder / f"{number}.json").read_text("utf-8"))
-            model.load(number, doc["history"])
+            model.load(number, recorded(doc))
             before = set(book.spans)
             replay_team_run(doc, model.base_url(number), tracer, provider)
             (trace_id,) = set(book.spans) - before
