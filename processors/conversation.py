@@ -47,13 +47,12 @@ from mast_otel.processors.model import (
 )
 from mast_otel.processors.normalize import history, values
 from mast_otel.processors.normalize.tool_status import mark_failed_result
+from mast_otel.processors.teammates import Turns, words
 
 MAX_CONVERSATIONS = 64
 MAX_OPEN_CALLS = 256
 # Answers of the run's model calls remembered to recognise them in other agents' inputs.
 MAX_ANSWERS = 4096
-# How much of a message identifies it when it is found again in a later input.
-KEY_CHARS = 200
 
 _HUMAN = StepKind.HUMAN
 _TOOL = StepKind.TOOL
@@ -97,7 +96,7 @@ class _Conversation:
 class Conversations:
     """The conversations of one run, as its steps are released."""
 
-    __slots__ = ("_answers", "_authors", "_by_agent", "_said", "_spoken", "stats", "task_set")
+    __slots__ = ("_answers", "_by_agent", "_said", "stats", "task_set", "turns")
 
     def __init__(self, stats: RecoveryStats) -> None:
         self._by_agent: dict[str, _Conversation] = {}
@@ -106,11 +105,9 @@ class Conversations:
         # User turns a span of their own already showed (an importer's or a harness's span
         # per turn), by key, until a model call's input shows them: not recovered twice.
         self._said: dict[str, int] = {}
-        # The turns the run's agents gave (model answers, and replies an agent span showed: an
-        # executor's output, a reply no model wrote), by text, and whose each was: a group
-        # chat hands every member the others' turns as the user's.
-        self._spoken: dict[str, str] = {}
-        self._authors: set[str] = set()
+        # The turns the run's agents gave: a group chat hands every member the others' turns
+        # as the user's.
+        self.turns = Turns()
         self.stats = stats
         self.task_set = False
 
@@ -137,8 +134,8 @@ class Conversations:
         conversation = self._conversation(step.agent)
         if conversation is None or not messages:
             return []
-        if len(self._authors) > 1:
-            self._users_turn(step, messages)
+        if self.turns.team:
+            self.turns.users_turn(step, messages)
         if not self.task_set:
             self.task_set = True
             task = task_of(messages)
@@ -183,44 +180,17 @@ class Conversations:
         if message.name and message.name != agent and message.name in self._by_agent:
             return True
         if message.role == history.USER:
-            if len(self._authors) < 2:
-                return False
-            author = self._spoken.get(_key("", message.text, ()))
-            return author is not None and author != agent
+            return self.turns.author(message, agent) is not None
         return (
             message.role == history.ASSISTANT
             and bool(message.calls)
             and _key(message.role, message.text, message.calls) in self._answers
         )
 
-    def _users_turn(self, step: Step, messages: tuple[InputMessage, ...]) -> None:
-        """The call's input text is the user's last turn: where the last user message is
-        another agent's turn, the last one that is not (or none)."""
-        for message in reversed(messages):
-            if message.role != history.USER:
-                continue
-            if not self._another_agents(message, step.agent):
-                return
-            break
-        else:
-            return
-        said = ""
-        for message in reversed(messages):
-            if message.role == history.USER and not self._another_agents(message, step.agent):
-                said = values.plain_prose(message.text)
-                break
-        step.input_text = said
-
-    def on_agent(self, step: Step) -> None:
-        """A released agent span: its reply, if it shows one, is its agent's turn."""
-        if step.output_text and step.agent:
-            self._spoke(step.agent, step.output_text)
-
-    def _spoke(self, agent: str, text: str) -> None:
-        if len(self._spoken) < MAX_ANSWERS:
-            self._spoken.setdefault(_key("", text, ()), agent)
-            if agent not in self._authors:
-                self._authors.add(agent)
+    def on_agent(self, step: Step, result: bool = False) -> None:
+        """A released agent span: its reply, if it shows one, is its agent's turn (`result`:
+        an executor's output for code it ran)."""
+        self.turns.said(step.agent, step.output_text, result)
 
     def after_call(self, step: Step) -> None:
         """Remember a released model call: its answer (where the next input continues) and
@@ -234,8 +204,7 @@ class Conversations:
         conversation.anchor_calls = _call_ids(step.tool_calls)
         if len(self._answers) < MAX_ANSWERS:
             self._answers.add(conversation.anchor)
-        if step.output_text:
-            self._spoke(step.agent, step.output_text)
+        self.turns.said(step.agent, step.output_text)
         last = messages[-1] if messages else None
         conversation.fallback = _key(last.role, last.text, last.calls) if last else ""
         conversation.tool_steps_since_call = 0
@@ -398,7 +367,6 @@ def _call_ids(calls: tuple[ToolCallRequest, ...]) -> tuple[str, ...]:
 
 
 def _key(role: str, text: str, calls: tuple[ToolCallRequest, ...]) -> str:
-    """What identifies a message across calls: role, the start of its text (spacing and
-    apostrophes as the dialects differ in them) and the names of the calls it asked for."""
-    words = " ".join(values.plain_prose(text[: KEY_CHARS * 8]).split())[:KEY_CHARS]
-    return "\x1f".join((role, words, *(call.name for call in calls)))
+    """What identifies a message across calls: role, the start of its text (`words`) and the
+    names of the calls it asked for."""
+    return "\x1f".join((role, words(text), *(call.name for call in calls)))

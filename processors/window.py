@@ -20,6 +20,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from mast_otel.processors import code_execution as code
 from mast_otel.processors import conventions
 from mast_otel.processors.conversation import Conversations, RecoveryStats
 from mast_otel.processors.dispatch import closing_plan, dispatch_plan, stamp_findings
@@ -191,6 +192,9 @@ class RunWindows:
                 join(step)
                 self.stats.events_joined += 1
         run.ancestry.add(step)
+        if run.code is not None or step.operation in code.CODE_OPERATIONS:
+            run.code = run.code or code.ExecutedCode()
+            run.code.arrive(step)
         if trace_id in self._holding:
             # A span some steps may be waiting for: look again once its grace has passed.
             del self._holding[trace_id]
@@ -344,7 +348,10 @@ class RunWindows:
         if now is not None and ready:
             ancestry = run.ancestry
             for i, (arrived, step) in enumerate(ready):
-                if ancestry.worth_waiting(step) and arrived + self.config.agent_wait_s > now:
+                if (
+                    ancestry.worth_waiting(step)
+                    or code.waits(step, code.following(ready, i, run.pending), run.code)
+                ) and arrived + self.config.agent_wait_s > now:
                     run.pending = ready[i:] + run.pending
                     ready = ready[:i]
                     self._holding[run.trace_id] = arrived + self.config.agent_wait_s
@@ -354,7 +361,7 @@ class RunWindows:
             self._pending[run.trace_id] = min(p[0] for p in run.pending)
         findings: list[Finding] = []
         window, stats, ancestry = run.window, self.stats, run.ancestry
-        for _, step in ready:
+        for i, (_, step) in enumerate(ready):
             if not step.agent:
                 ancestry.fill(step)
             if window:
@@ -364,6 +371,8 @@ class RunWindows:
                     stats.steps_trimmed += 1
             kind = step.kind
             if kind is _LLM:
+                if code.may_ask(step):
+                    code.decide(step, code.following(ready, i, run.pending), run.code)
                 conversations = run.conversations
                 if conversations is None:
                     conversations = run.conversations = Conversations(stats.recovery)
@@ -372,6 +381,10 @@ class RunWindows:
                     self._dispatch(run, recovered, findings, recovered=True)
                 if len(run.attributes) != attributes_before:
                     run.attributes_version += 1
+            elif kind is _TOOL and run.code is not None and code.is_code_run(step):
+                for call in code.calls_run(step, run.code):
+                    self._tool(run, call, findings)
+                continue
             elif (kind is _TOOL or kind is _HANDOFF) and run.conversations is not None:
                 run.conversations.on_tool(step)
             elif kind is _HUMAN:
@@ -379,11 +392,19 @@ class RunWindows:
                     run.conversations = Conversations(stats.recovery)
                 run.conversations.on_human(step)
             elif kind is _AGENT and run.conversations is not None:
-                run.conversations.on_agent(step)
+                # An executor's reply to code it ran (caught here too if it came first).
+                ran = run.code is not None and run.code.arrive(step)
+                run.conversations.on_agent(step, ran)
             self._dispatch(run, step, findings)
             if kind is _LLM and run.conversations is not None:
                 run.conversations.after_call(step)
         return findings
+
+    def _tool(self, run: Run, step: Step, findings: list[Finding], recovered: bool = False) -> None:
+        """A tool step no span of its own stands for (a call a code run answered)."""
+        if run.conversations is not None:
+            run.conversations.on_tool(step)
+        self._dispatch(run, step, findings, recovered)
 
     @staticmethod
     def _dispatch(run: Run, step: Step, findings: list[Finding], recovered: bool = False) -> None:
@@ -404,6 +425,8 @@ class RunWindows:
     def _close(self, run: Run, reason: str) -> WindowOutput:
         out = WindowOutput()
         out.findings.extend(self._release(run, None))
+        for call in code.unanswered(run.code):
+            self._tool(run, call, out.findings, recovered=True)
         if run.conversations is not None:
             for recovered in run.conversations.at_close():
                 self._dispatch(run, recovered, out.findings, recovered=True)

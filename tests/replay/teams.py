@@ -61,7 +61,8 @@ def reading(
         links.append((index_of.get(span, -1), link.get("agent"), link.get("why")))
         if span == decisive_span:
             rule = str(link.get("why", ""))
-    found = sorted((mode, rule_, index_of.get(span, -1)) for mode, rule_, span in findings)
+    # One finding a span, mode and rule: the store keeps findings by that identity.
+    found = sorted((mode, rule_, index_of.get(span, -1)) for mode, rule_, span in set(findings))
     return Reading(
         agent,
         index_of.get(decisive_span, -1) if decisive_span else -1,
