@@ -10,16 +10,17 @@ reply is the executor's whole output. A transcript of the same chat read by the 
 shows the writer's tool calls, one per block, each answered by that reply. So that both read
 alike, the run windows call this module as they release steps in start order:
 
-- a model answer with code blocks and no calls waits (up to `windows.agent_wait_s`) for the
-  run's next turn (a model call or a tool step): if that is the executor running code, the
-  answer asked for a call per block (`python` with the code, `bash` with the command); if an
-  agent spoke, no one ran the code and it asked for no call; if nothing followed and the run's
-  executor had run code before, the calls were asked for and the run ended on them (each a TOOL
-  step without a result at close);
-- the code-execution step waits (same bound) for its executor's agent span, whose reply is
-  every call's result, and is shown to the detectors as one TOOL step per block, the writer's,
-  failed when the reply's exit code is not 0; a run of code no block of which is a call shows
-  nothing.
+- a model answer with code blocks and no calls waits for the run's next turn (a model call or
+  a tool step), however long: only that turn says whether the code ran, and the run's close
+  ends the wait. If that turn is the executor running code, the answer asked for a call per
+  block (`python` with the code, `bash` with the command); if an agent spoke, no one ran the
+  code and it asked for no call; if nothing followed and the run's executor had run code
+  before, the calls were asked for and the run ended on them (each a TOOL step without a
+  result at close);
+- the code-execution step waits (up to `windows.agent_wait_s`) for its executor's agent span,
+  whose reply is every call's result (else the exit code and output on the span are), and is
+  shown to the detectors as one TOOL step per block, the writer's, failed when the reply's
+  exit code is not 0; a run of code no block of which is a call shows nothing.
 
 Code blocks are read as the team importer reads them (`code_calls`, which it uses). Outside
 group chats with an executor no answer is held for long: the next turn decides, and no call
@@ -29,6 +30,7 @@ is made up.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 
@@ -120,11 +122,8 @@ def decide(step: Step, later: Iterable[Step], code: ExecutedCode | None) -> None
     """Give a model answer with code blocks the calls they are, if an executor ran them (or the
     run ended on them after its executor had run code); see the module's docstring."""
     turn = next_turn(step, later)
-    if turn is None:
-        asked = code is not None and code.ran
-    else:
-        asked = is_code_run(turn)
-    if not asked:
+    ran = is_code_run(turn) if turn is not None else code is not None and code.ran
+    if not ran:
         return
     calls = code_calls(step.output_text)
     if not calls:
@@ -192,7 +191,9 @@ def _call_step(
     return mark_failed_result(step)
 
 
-def following(ready: list[tuple[float, Step]], i: int, pending: list[tuple[float, Step]]) -> Iterator[Step]:
+def following(
+    ready: list[tuple[float, Step]], i: int, pending: list[tuple[float, Step]]
+) -> Iterator[Step]:
     """The steps after the `i`th of those being released, and those still waiting."""
     for _, step in ready[i + 1 :]:
         yield step
@@ -200,9 +201,20 @@ def following(ready: list[tuple[float, Step]], i: int, pending: list[tuple[float
         yield step
 
 
-def waits(step: Step, later: Iterable[Step], code: ExecutedCode | None) -> bool:
-    """Whether a step being released waits for more of its run: a model answer with code
-    blocks whose next turn has not arrived, a code run whose executor's reply has not."""
+def wait_until(
+    step: Step,
+    ready: list[tuple[float, Step]],
+    i: int,
+    pending: list[tuple[float, Step]],
+    code: ExecutedCode | None,
+    bound: float,
+) -> float:
+    """Until when the `i`th step being released waits for more of its run (0: it does not): a
+    model answer with code blocks until its next turn arrives, however long (only that turn
+    says whether the code ran; the run's close ends the wait); a code run until its executor's
+    reply arrives, or `bound`."""
     if may_ask(step):
-        return next_turn(step, later) is None
-    return code is not None and code.waits(step)
+        return 0.0 if next_turn(step, following(ready, i, pending)) is not None else math.inf
+    if code is not None and code.waits(step):
+        return bound
+    return 0.0

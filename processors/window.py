@@ -336,8 +336,9 @@ class RunWindows:
     def _release(self, run: Run, horizon: float | None, now: float | None = None) -> list[Finding]:
         """Hand waiting steps to the detectors in start order: those that arrived by
         `horizon`, or all of them when `horizon` is None. With `now`, steps whose agent may
-        be named by an ancestor span not yet arrived wait for it (up to `agent_wait_s`),
-        and the steps after them in start order with them."""
+        be named by an ancestor span not yet arrived wait for it (up to `agent_wait_s`), as
+        code an executor may run waits for what says whether it ran (`code_execution`), and
+        the steps after them in start order with them."""
         if horizon is None:
             ready, run.pending = run.pending, []
         else:
@@ -348,13 +349,13 @@ class RunWindows:
         if now is not None and ready:
             ancestry = run.ancestry
             for i, (arrived, step) in enumerate(ready):
-                if (
-                    ancestry.worth_waiting(step)
-                    or code.waits(step, code.following(ready, i, run.pending), run.code)
-                ) and arrived + self.config.agent_wait_s > now:
+                until = arrived + self.config.agent_wait_s
+                if not ancestry.worth_waiting(step):
+                    until = code.wait_until(step, ready, i, run.pending, run.code, until)
+                if until > now:
                     run.pending = ready[i:] + run.pending
                     ready = ready[:i]
-                    self._holding[run.trace_id] = arrived + self.config.agent_wait_s
+                    self._holding[run.trace_id] = until
                     break
         self._pending.pop(run.trace_id, None)
         if run.pending and run.trace_id not in self._holding:

@@ -136,7 +136,11 @@ def _kind(operation: str, attrs: Mapping[str, Any], events: list[tuple[str, Any]
         return StepKind.TOOL
     if operation in CODE_OPERATIONS:
         # Code an executor ran is a tool's run; finding no code to run, it ran nothing.
-        return StepKind.TOOL if values.to_int(attrs.get(CODE_EXIT_CODE)) is not None else StepKind.OTHER
+        return (
+            StepKind.TOOL
+            if values.to_int(attrs.get(CODE_EXIT_CODE)) is not None
+            else StepKind.OTHER
+        )
     if operation in AGENT_OPERATIONS:
         return StepKind.AGENT
     if operation:

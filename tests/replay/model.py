@@ -137,7 +137,9 @@ class RecordedModel:
             time.sleep(self.latency_s)
         return 200, self._completion(body, recorded)
 
-    def next_turn(self, traj: list[dict[str, Any]], sent: list[dict[str, Any]]) -> dict[str, Any] | str:
+    def next_turn(
+        self, traj: list[dict[str, Any]], sent: list[dict[str, Any]]
+    ) -> dict[str, Any] | str:
         """The recorded assistant message answering `sent`, or why none does."""
         turn = sum(1 for m in sent if m.get("role") == "assistant")
         positions = assistant_positions(traj)
@@ -204,20 +206,26 @@ class RecordedTeam(RecordedModel):
     recording up to it as that agent holds it (its own messages as the assistant's, the
     others' as the user's)."""
 
-    def next_turn(self, traj: list[dict[str, Any]], sent: list[dict[str, Any]]) -> dict[str, Any] | str:
+    def next_turn(
+        self, traj: list[dict[str, Any]], sent: list[dict[str, Any]]
+    ) -> dict[str, Any] | str:
         said = [m for m in sent if m.get("role") != "system"]
         turn = len(said)
         if turn >= len(traj):
             return f"asked for message {turn}; the run has {len(traj)}"
         speaker = traj[turn].get("name")
         seen = [
-            {"role": "assistant" if m.get("name") == speaker else "user", "content": m.get("content")}
+            {
+                "role": "assistant" if m.get("name") == speaker else "user",
+                "content": m.get("content"),
+            }
             for m in traj[:turn]
         ]
         differs = first_difference(said, seen)
         if differs:
             return differs
         names = [m.get("name") for m in said]
-        if names != [m.get("name") for m in traj[:turn]]:
-            return f"message {turn}: sent names {names} recorded {[m.get('name') for m in traj[:turn]]}"
+        recorded = [m.get("name") for m in traj[:turn]]
+        if names != recorded:
+            return f"message {turn}: sent names {names}, recorded {recorded}"
         return {"role": "assistant", "content": traj[turn].get("content") or ""}

@@ -17,13 +17,18 @@ recorded agent, its recorded system prompt as its own, its model the loopback se
 each agent's recorded message in turn (`tests.replay.model.RecordedTeam`); the
 `Computer_terminal` a `UserProxyAgent` that looks for code in the last message only and whose
 default reply is CaptainAgent's; a `GroupChat` whose speaker selection is a callable naming
-the recorded speakers in order. The first recorded message opens the chat
-(`initiate_chat`), as CaptainAgent's first expert does.
+the recorded speakers in order. A `user` agent opens the chat with the file's `question`, and
+the first recorded message is its expert's first answer: the run the team importer reads from
+the file (the task the user message the team's first call received, every expert's message a
+model's answer). CaptainAgent itself has its first expert open the chat with that message
+(`initiate_chat`), which no model wrote; its tracing names that expert only on the spans that
+end with the chat.
 
-The terminal's code executor is AG2's executor path (`_generate_code_execution_reply_using_executor`,
-which AG2 traces as an `execute_code` span with the exit code and the output) with an executor
-that runs nothing: it answers the code blocks with the exit code and output the terminal's
-recorded message holds. No code of a recorded run is ever executed.
+The terminal's code executor is AG2's executor path (the reply function
+`_generate_code_execution_reply_using_executor`, which AG2 traces as an `execute_code` span with
+the exit code and the output) with an executor that runs nothing: it answers the code blocks
+with the exit code and output the terminal's recorded message holds. No code of a recorded run
+is ever executed.
 
 What it writes is what `tests.replay.agent` writes, each span mapped to the recorded message it
 stands for: a speaker's spans to its message, the terminal's spans while it runs code to the

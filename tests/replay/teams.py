@@ -31,6 +31,7 @@ Link = tuple[Any, ...]
 class Reading:
     """What the store keeps of one team run (see the module's docstring)."""
 
+    outcome: str = ""
     agent: str = ""
     step: int = -1
     rule: str = ""
@@ -43,14 +44,16 @@ class Reading:
 
 
 def reading(
+    outcome: str,
     agent: str,
     decisive_span: str,
     chain: str,
     findings: Iterable[tuple[str, str, str]],
     index_of: dict[str, int],
 ) -> Reading:
-    """A run's reading from its signature's attribution and its findings (mode, rule, span),
-    spans mapped to message indices by `index_of` (-1 for a span it does not know)."""
+    """A run's reading from its signature's outcome and attribution and its findings (mode,
+    rule, span), spans mapped to message indices by `index_of` (-1 for a span it does not
+    know)."""
     links: list[Link] = []
     rule = ""
     for link in json.loads(chain) if chain else []:
@@ -64,6 +67,7 @@ def reading(
     # One finding a span, mode and rule: the store keeps findings by that identity.
     found = sorted((mode, rule_, index_of.get(span, -1)) for mode, rule_, span in set(findings))
     return Reading(
+        outcome,
         agent,
         index_of.get(decisive_span, -1) if decisive_span else -1,
         rule,
@@ -93,6 +97,7 @@ def imported(paths: list[Path]) -> dict[str, Reading]:
     for signature in exporter.signatures:
         trace = signature.trace_id
         out[source_of.get(trace, "")] = reading(
+            signature.outcome,
             signature.responsible_agent,
             signature.decisive_span_id,
             signature.attribution_chain,
@@ -118,6 +123,7 @@ def replayed(
     out: dict[int, Reading] = {}
     for number, run in result.runs.items():
         out[number] = reading(
+            run.outcome,
             run.agent,
             run.decisive_span,
             run.chain,
@@ -131,7 +137,7 @@ def differences(reference: Reading, other: Reading) -> list[str]:
     """How `other` reads a run differently from `reference`, one line per difference ("-"
     the reference's, "+" the other's)."""
     lines = []
-    for name in ("agent", "step", "rule"):
+    for name in ("outcome", "agent", "step", "rule"):
         mine, theirs = getattr(reference, name), getattr(other, name)
         if mine != theirs:
             lines.append(f"{name}: - {mine!r} + {theirs!r}")
