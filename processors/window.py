@@ -21,20 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mast_otel.processors import code_execution as code
-from mast_otel.processors import conventions
-from mast_otel.processors.conversation import Conversations, RecoveryStats
+from mast_otel.processors import conventions, release
+from mast_otel.processors.conversation import RecoveryStats
 from mast_otel.processors.dispatch import closing_plan, dispatch_plan, stamp_findings
 from mast_otel.processors.judge import Transcript
-from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
+from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature, Step
 from mast_otel.processors.run import DetectorRun, DispatchPlan, Run, run_outcome
-
-# Read for every step: a module name is one lookup, an enum member read through its
-# class is several. Private to this module's per-step code.
-_AGENT = StepKind.AGENT
-_HANDOFF = StepKind.HANDOFF
-_HUMAN = StepKind.HUMAN
-_LLM = StepKind.LLM
-_TOOL = StepKind.TOOL
 
 
 @dataclass
@@ -361,76 +353,13 @@ class RunWindows:
         if run.pending and run.trace_id not in self._holding:
             self._pending[run.trace_id] = min(p[0] for p in run.pending)
         findings: list[Finding] = []
-        window, stats, ancestry = run.window, self.stats, run.ancestry
-        for i, (_, step) in enumerate(ready):
-            if not step.agent:
-                ancestry.fill(step)
-            if window:
-                if step.start_ns < window[-1].start_ns:
-                    stats.steps_late += 1
-                if len(window) == window.maxlen:
-                    stats.steps_trimmed += 1
-            kind = step.kind
-            if kind is _LLM:
-                if code.may_ask(step):
-                    code.decide(step, code.following(ready, i, run.pending), run.code)
-                conversations = run.conversations
-                if conversations is None:
-                    conversations = run.conversations = Conversations(stats.recovery)
-                attributes_before = len(run.attributes)
-                for recovered in conversations.before_call(step, run.attributes):
-                    self._dispatch(run, recovered, findings, recovered=True)
-                if len(run.attributes) != attributes_before:
-                    run.attributes_version += 1
-            elif kind is _TOOL and run.code is not None and code.is_code_run(step):
-                for call in code.calls_run(step, run.code):
-                    self._tool(run, call, findings)
-                continue
-            elif (kind is _TOOL or kind is _HANDOFF) and run.conversations is not None:
-                run.conversations.on_tool(step)
-            elif kind is _HUMAN:
-                if run.conversations is None:
-                    run.conversations = Conversations(stats.recovery)
-                run.conversations.on_human(step)
-            elif kind is _AGENT and run.conversations is not None:
-                # An executor's reply to code it ran (caught here too if it came first).
-                ran = run.code is not None and run.code.arrive(step)
-                run.conversations.on_agent(step, ran)
-            self._dispatch(run, step, findings)
-            if kind is _LLM and run.conversations is not None:
-                run.conversations.after_call(step)
+        release.hand_over(run, ready, self.stats, findings)
         return findings
-
-    def _tool(self, run: Run, step: Step, findings: list[Finding], recovered: bool = False) -> None:
-        """A tool step no span of its own stands for (a call a code run answered)."""
-        if run.conversations is not None:
-            run.conversations.on_tool(step)
-        self._dispatch(run, step, findings, recovered)
-
-    @staticmethod
-    def _dispatch(run: Run, step: Step, findings: list[Finding], recovered: bool = False) -> None:
-        """One step to the detectors that read its kind (after the hand-off it implies)."""
-        detectors, plan = run.detectors, run.plan
-        implied = run.implied_handoff(step)
-        if implied is not None:
-            for i in plan[_HANDOFF]:
-                produced = detectors[i].on_step(implied, run)
-                if produced:
-                    findings.extend(stamp_findings(run, produced))
-        run.record(step, recovered)
-        for i in plan[step.kind]:
-            produced = detectors[i].on_step(step, run)
-            if produced:  # most steps produce nothing: skip the bookkeeping
-                findings.extend(stamp_findings(run, produced))
 
     def _close(self, run: Run, reason: str) -> WindowOutput:
         out = WindowOutput()
         out.findings.extend(self._release(run, None))
-        for call in code.unanswered(run.code):
-            self._tool(run, call, out.findings, recovered=True)
-        if run.conversations is not None:
-            for recovered in run.conversations.at_close():
-                self._dispatch(run, recovered, out.findings, recovered=True)
+        release.at_close(run, out.findings)
         run.closed_by = reason
         if run.root is None and run.evaluations and run.evaluations == run.steps_seen:
             # Only a verdict on a run closed too long ago to remember: update, do not invent.
