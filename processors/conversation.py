@@ -20,8 +20,9 @@ calls of one agent in one run):
   become TOOL steps without a result (the run ended on them).
 
 In a team's conversation every agent's input holds the others' turns. A turn another agent of
-the run wrote (its `name` is that agent's, or it is an answer a released call of the run gave)
-is that agent's: its calls are followed in that agent's conversation, and it is no user's turn.
+the run wrote (its `name` is that agent's, it is an answer a released call of the run gave, or,
+named for no one, a user message that is another agent's turn: `processors.teammates`) is that
+agent's: its calls are followed in that agent's conversation, and it is no user's turn.
 
 So a run sent by any instrumentation and the same run imported from a transcript give the
 detectors the same steps. The recovered steps point at the model call's span (findings must
@@ -190,7 +191,8 @@ class Conversations:
     def on_agent(self, step: Step, result: bool = False) -> None:
         """A released agent span: its reply, if it shows one, is its agent's turn (`result`:
         an executor's output for code it ran)."""
-        self.turns.said(step.agent, step.output_text, result)
+        if step.output_text:
+            self.turns.said(step.agent, words(step.output_text), result)
 
     def after_call(self, step: Step) -> None:
         """Remember a released model call: its answer (where the next input continues) and
@@ -200,11 +202,13 @@ class Conversations:
         if conversation is None:
             return
         conversation.calls_read += 1
-        conversation.anchor = _key(history.ASSISTANT, step.output_text, step.tool_calls)
+        said = words(step.output_text)
+        names = (call.name for call in step.tool_calls)
+        conversation.anchor = "\x1f".join((history.ASSISTANT, said, *names))
         conversation.anchor_calls = _call_ids(step.tool_calls)
         if len(self._answers) < MAX_ANSWERS:
             self._answers.add(conversation.anchor)
-        self.turns.said(step.agent, step.output_text)
+        self.turns.said(step.agent, said)
         last = messages[-1] if messages else None
         conversation.fallback = _key(last.role, last.text, last.calls) if last else ""
         conversation.tool_steps_since_call = 0

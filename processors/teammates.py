@@ -46,10 +46,11 @@ class Turns:
         """Whether two or more agents gave turns (only then is a user message one of theirs)."""
         return len(self.authors) > 1
 
-    def said(self, agent: str, text: str, result: bool = False) -> None:
-        """A released turn of `agent` (`result`: an executor's output for code it ran)."""
-        if text and agent and len(self.spoken) < MAX_TURNS:
-            self.spoken.setdefault(words(text), (agent, result))
+    def said(self, agent: str, said: str, result: bool = False) -> None:
+        """A released turn of `agent`, by its `words` (`result`: an executor's output for code
+        it ran)."""
+        if said and agent and len(self.spoken) < MAX_TURNS:
+            self.spoken.setdefault(said, (agent, result))
             if agent not in self.authors:
                 self.authors.add(agent)
 

@@ -17,6 +17,9 @@ A door is one way a real agent's runs reach the collector:
   schemas return the recorded results, one agent run per user turn), its own instrumentation
   making the `invoke_agent`, `chat` and `execute_tool` spans, OTLP/HTTP.
 Every door's runs have the agent's `invoke_agent` root and the reward as an evaluation event.
+Team doors (`TEAM_DOORS`) replay Who&When's group chats, a folder of `N.json` files, by file
+number: `ag2`, real AG2 with its own tracing (`tests.replay.team_agent`), OTLP/gRPC. A run's
+signature brings its attribution back too (`ReplayedRun.agent`, `decisive_span`, `chain`).
 """
 
 from __future__ import annotations

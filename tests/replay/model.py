@@ -6,7 +6,8 @@ assistant messages the request already carries, so the server keeps no per-conve
 It also checks that the request's messages are the recorded run's messages up to that turn
 (roles, texts, call ids, call arguments as JSON values, tool results) and answers 409 with the
 first difference otherwise: a replay that drifted from the recording fails loudly instead of
-producing other spans.
+producing other spans. `RecordedTeam` serves a group chat's recorded messages to its agents the
+same way (see there).
 """
 
 from __future__ import annotations
