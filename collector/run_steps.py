@@ -119,6 +119,8 @@ def _recovered(steps: list[Step]) -> dict[str, list[Step]]:
             conversations.on_tool(step)
         elif step.kind is StepKind.HUMAN:
             conversations.on_human(step)
+        elif step.kind is StepKind.AGENT:
+            conversations.on_agent(step)
         for item in found:
             out.setdefault(item.span_id, []).append(item)
     for item in conversations.at_close():

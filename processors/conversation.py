@@ -20,8 +20,9 @@ calls of one agent in one run):
   become TOOL steps without a result (the run ended on them).
 
 In a team's conversation every agent's input holds the others' turns. A turn another agent of
-the run wrote (its `name` is that agent's, or it is an answer a released call of the run gave)
-is that agent's: its calls are followed in that agent's conversation, and it is no user's turn.
+the run wrote (its `name` is that agent's, it is an answer a released call of the run gave, or,
+named for no one, a user message that is another agent's turn: `processors.teammates`) is that
+agent's: its calls are followed in that agent's conversation, and it is no user's turn.
 
 So a run sent by any instrumentation and the same run imported from a transcript give the
 detectors the same steps. The recovered steps point at the model call's span (findings must
@@ -47,13 +48,12 @@ from mast_otel.processors.model import (
 )
 from mast_otel.processors.normalize import history, values
 from mast_otel.processors.normalize.tool_status import mark_failed_result
+from mast_otel.processors.teammates import Turns, words
 
 MAX_CONVERSATIONS = 64
 MAX_OPEN_CALLS = 256
 # Answers of the run's model calls remembered to recognise them in other agents' inputs.
 MAX_ANSWERS = 4096
-# How much of a message identifies it when it is found again in a later input.
-KEY_CHARS = 200
 
 _HUMAN = StepKind.HUMAN
 _TOOL = StepKind.TOOL
@@ -97,7 +97,7 @@ class _Conversation:
 class Conversations:
     """The conversations of one run, as its steps are released."""
 
-    __slots__ = ("_answers", "_by_agent", "_said", "stats", "task_set")
+    __slots__ = ("_answers", "_by_agent", "_said", "stats", "task_set", "turns")
 
     def __init__(self, stats: RecoveryStats) -> None:
         self._by_agent: dict[str, _Conversation] = {}
@@ -106,6 +106,9 @@ class Conversations:
         # User turns a span of their own already showed (an importer's or a harness's span
         # per turn), by key, until a model call's input shows them: not recovered twice.
         self._said: dict[str, int] = {}
+        # The turns the run's agents gave: a group chat hands every member the others' turns
+        # as the user's.
+        self.turns = Turns()
         self.stats = stats
         self.task_set = False
 
@@ -132,6 +135,8 @@ class Conversations:
         conversation = self._conversation(step.agent)
         if conversation is None or not messages:
             return []
+        if self.turns.team:
+            self.turns.users_turn(step, messages)
         if not self.task_set:
             self.task_set = True
             task = task_of(messages)
@@ -170,15 +175,24 @@ class Conversations:
         return out
 
     def _another_agents(self, message: InputMessage, agent: str) -> bool:
-        """A message another agent of the run wrote: named for one, or (an assistant turn
-        with calls) an answer one of the run's released calls gave."""
+        """A message another agent of the run wrote: named for one, an assistant turn with
+        calls that one of the run's released calls gave, or a user message that is another
+        agent's turn (a group chat's members see each other's turns as the user's)."""
         if message.name and message.name != agent and message.name in self._by_agent:
             return True
+        if message.role == history.USER:
+            return self.turns.author(message, agent) is not None
         return (
             message.role == history.ASSISTANT
             and bool(message.calls)
             and _key(message.role, message.text, message.calls) in self._answers
         )
+
+    def on_agent(self, step: Step, result: bool = False) -> None:
+        """A released agent span: its reply, if it shows one, is its agent's turn (`result`:
+        an executor's output for code it ran)."""
+        if step.output_text:
+            self.turns.said(step.agent, words(step.output_text), result)
 
     def after_call(self, step: Step) -> None:
         """Remember a released model call: its answer (where the next input continues) and
@@ -188,10 +202,13 @@ class Conversations:
         if conversation is None:
             return
         conversation.calls_read += 1
-        conversation.anchor = _key(history.ASSISTANT, step.output_text, step.tool_calls)
+        said = words(step.output_text)
+        names = (call.name for call in step.tool_calls)
+        conversation.anchor = "\x1f".join((history.ASSISTANT, said, *names))
         conversation.anchor_calls = _call_ids(step.tool_calls)
         if len(self._answers) < MAX_ANSWERS:
             self._answers.add(conversation.anchor)
+        self.turns.said(step.agent, said)
         last = messages[-1] if messages else None
         conversation.fallback = _key(last.role, last.text, last.calls) if last else ""
         conversation.tool_steps_since_call = 0
@@ -354,7 +371,6 @@ def _call_ids(calls: tuple[ToolCallRequest, ...]) -> tuple[str, ...]:
 
 
 def _key(role: str, text: str, calls: tuple[ToolCallRequest, ...]) -> str:
-    """What identifies a message across calls: role, the start of its text (spacing and
-    apostrophes as the dialects differ in them) and the names of the calls it asked for."""
-    words = " ".join(values.plain_prose(text[: KEY_CHARS * 8]).split())[:KEY_CHARS]
-    return "\x1f".join((role, words, *(call.name for call in calls)))
+    """What identifies a message across calls: role, the start of its text (`words`) and the
+    names of the calls it asked for."""
+    return "\x1f".join((role, words(text), *(call.name for call in calls)))

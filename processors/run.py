@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
 from mast_otel.processors import conventions
+from mast_otel.processors.code_execution import ExecutedCode
 from mast_otel.processors.conversation import Conversations
 from mast_otel.processors.model import Finding, RunSignature, Step, StepKind, StepRef
 from mast_otel.processors.normalize.ancestry import Ancestry
@@ -94,6 +95,8 @@ class Run:
     # The run's conversations, recovered from its model calls' inputs (opened at the first).
     conversations: Conversations | None = field(init=False, default=None)
     expected_agent: str = field(init=False, default="")
+    # The run's code runs (opened at the first span of an executor running code).
+    code: ExecutedCode | None = field(init=False, default=None)
     # The turns and findings attribution reads at close.
     trail: Trail = field(init=False, default_factory=Trail)
 
@@ -144,11 +147,16 @@ class Run:
             self.conversation_id = step.conversation_id
 
     def _named_turns(self, step: Step) -> None:
-        """Another agent's named turn among the latest of a model call's input: a teammate."""
+        """Another agent's named turn among the latest of a model call's input (or, where the
+        input names no one, a turn another agent gave: a group chat's): a teammate."""
         for message in step.input_history[-_NAMED_TURNS:]:
             if message.name and message.name != step.agent and message.role == "assistant":
                 self.speakers.add(message.name)
                 return
+        if self.conversations is not None and self.conversations.turns.team:
+            named = self.conversations.turns.named(step, _NAMED_TURNS)
+            if named:
+                self.speakers.add(named)
 
     def implied_handoff(self, step: Step) -> Step | None:
         """A hand-off no span spelled out: another agent starts acting (a sub-agent invoked

@@ -20,19 +20,13 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from mast_otel.processors import conventions
-from mast_otel.processors.conversation import Conversations, RecoveryStats
+from mast_otel.processors import code_execution as code
+from mast_otel.processors import conventions, release
+from mast_otel.processors.conversation import RecoveryStats
 from mast_otel.processors.dispatch import closing_plan, dispatch_plan, stamp_findings
 from mast_otel.processors.judge import Transcript
-from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature, Step, StepKind
+from mast_otel.processors.model import Finding, OutcomeUpdate, RunSignature, Step
 from mast_otel.processors.run import DetectorRun, DispatchPlan, Run, run_outcome
-
-# Read for every step: a module name is one lookup, an enum member read through its
-# class is several. Private to this module's per-step code.
-_HANDOFF = StepKind.HANDOFF
-_HUMAN = StepKind.HUMAN
-_LLM = StepKind.LLM
-_TOOL = StepKind.TOOL
 
 
 @dataclass
@@ -190,6 +184,9 @@ class RunWindows:
                 join(step)
                 self.stats.events_joined += 1
         run.ancestry.add(step)
+        if run.code is not None or step.operation in code.CODE_OPERATIONS:
+            run.code = run.code or code.ExecutedCode()
+            run.code.arrive(step)
         if trace_id in self._holding:
             # A span some steps may be waiting for: look again once its grace has passed.
             del self._holding[trace_id]
@@ -331,8 +328,9 @@ class RunWindows:
     def _release(self, run: Run, horizon: float | None, now: float | None = None) -> list[Finding]:
         """Hand waiting steps to the detectors in start order: those that arrived by
         `horizon`, or all of them when `horizon` is None. With `now`, steps whose agent may
-        be named by an ancestor span not yet arrived wait for it (up to `agent_wait_s`),
-        and the steps after them in start order with them."""
+        be named by an ancestor span not yet arrived wait for it (up to `agent_wait_s`), as
+        code an executor may run waits for what says whether it ran (`code_execution`), and
+        the steps after them in start order with them."""
         if horizon is None:
             ready, run.pending = run.pending, []
         else:
@@ -343,67 +341,25 @@ class RunWindows:
         if now is not None and ready:
             ancestry = run.ancestry
             for i, (arrived, step) in enumerate(ready):
-                if ancestry.worth_waiting(step) and arrived + self.config.agent_wait_s > now:
+                until = arrived + self.config.agent_wait_s
+                if not ancestry.worth_waiting(step):
+                    until = code.wait_until(step, ready, i, run.pending, run.code, until)
+                if until > now:
                     run.pending = ready[i:] + run.pending
                     ready = ready[:i]
-                    self._holding[run.trace_id] = arrived + self.config.agent_wait_s
+                    self._holding[run.trace_id] = until
                     break
         self._pending.pop(run.trace_id, None)
         if run.pending and run.trace_id not in self._holding:
             self._pending[run.trace_id] = min(p[0] for p in run.pending)
         findings: list[Finding] = []
-        window, stats, ancestry = run.window, self.stats, run.ancestry
-        for _, step in ready:
-            if not step.agent:
-                ancestry.fill(step)
-            if window:
-                if step.start_ns < window[-1].start_ns:
-                    stats.steps_late += 1
-                if len(window) == window.maxlen:
-                    stats.steps_trimmed += 1
-            kind = step.kind
-            if kind is _LLM:
-                conversations = run.conversations
-                if conversations is None:
-                    conversations = run.conversations = Conversations(stats.recovery)
-                attributes_before = len(run.attributes)
-                for recovered in conversations.before_call(step, run.attributes):
-                    self._dispatch(run, recovered, findings, recovered=True)
-                if len(run.attributes) != attributes_before:
-                    run.attributes_version += 1
-            elif (kind is _TOOL or kind is _HANDOFF) and run.conversations is not None:
-                run.conversations.on_tool(step)
-            elif kind is _HUMAN:
-                if run.conversations is None:
-                    run.conversations = Conversations(stats.recovery)
-                run.conversations.on_human(step)
-            self._dispatch(run, step, findings)
-            if kind is _LLM and run.conversations is not None:
-                run.conversations.after_call(step)
+        release.hand_over(run, ready, self.stats, findings)
         return findings
-
-    @staticmethod
-    def _dispatch(run: Run, step: Step, findings: list[Finding], recovered: bool = False) -> None:
-        """One step to the detectors that read its kind (after the hand-off it implies)."""
-        detectors, plan = run.detectors, run.plan
-        implied = run.implied_handoff(step)
-        if implied is not None:
-            for i in plan[_HANDOFF]:
-                produced = detectors[i].on_step(implied, run)
-                if produced:
-                    findings.extend(stamp_findings(run, produced))
-        run.record(step, recovered)
-        for i in plan[step.kind]:
-            produced = detectors[i].on_step(step, run)
-            if produced:  # most steps produce nothing: skip the bookkeeping
-                findings.extend(stamp_findings(run, produced))
 
     def _close(self, run: Run, reason: str) -> WindowOutput:
         out = WindowOutput()
         out.findings.extend(self._release(run, None))
-        if run.conversations is not None:
-            for recovered in run.conversations.at_close():
-                self._dispatch(run, recovered, out.findings, recovered=True)
+        release.at_close(run, out.findings)
         run.closed_by = reason
         if run.root is None and run.evaluations and run.evaluations == run.steps_seen:
             # Only a verdict on a run closed too long ago to remember: update, do not invent.

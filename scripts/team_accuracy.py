@@ -1,6 +1,7 @@
 """Attribution and findings on team runs: the Who&When logs (AG2 group chats, Magentic-One).
 
 .venv/bin/python scripts/team_accuracy.py [--data FOLDER] [--json]
+                                          [--door ag2 [--runs N,N,...] [--latency S]]
 
 Imports every `Algorithm-Generated/N.json` and `Hand-Crafted/N.json` file through the team
 importer and the offline pipeline (the path `mast-otel analyze` takes), then prints, for the
@@ -17,6 +18,16 @@ development split (files whose number is divisible by 4) and the held-out rest, 
   that mode is raised in it).
 "stored attribution" is what the pipeline stores with each run's signature (its decisive span,
 mapped back to the file's message); "attribution" the same rules over the file's messages.
+
+--door ag2: the `Algorithm-Generated` runs (or those numbered in --runs) are also replayed
+through real AG2 with its own tracing to a real `mast-otel serve` (`tests/replay/`: each
+recorded agent a ConversableAgent answered by a loopback server with its recorded messages,
+the recorded speaker order, the terminal's recorded output from an executor that runs
+nothing), and the stored reading of each run compared with the importer's: per split the
+stored attribution's agent and step accuracy through the importer and through the door, the
+number of runs whose reading differs (attribution: agent, decisive message, rule, chain;
+findings: mode, rule, message), and each difference (`-` the importer's, `+` the door's).
+--latency S makes every replayed model answer take S seconds.
 """
 
 from __future__ import annotations
@@ -33,12 +44,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mast_otel.collector.analyze import run_files  # noqa: E402
-from mast_otel.collector.config import load_config  # noqa: E402
 from mast_otel.collector.importers import team  # noqa: E402
-from mast_otel.collector.importers.spans import MESSAGE_INDEX, SOURCE  # noqa: E402
-from mast_otel.collector.store.exporter import MemoryExporter  # noqa: E402
 from mast_otel.processors.attribution import Turn, attribute  # noqa: E402
+from tests.replay import teams  # noqa: E402
+from tests.replay.doors import TEAM_DOORS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "who-and-when"
 SETS = ("Algorithm-Generated", "Hand-Crafted")
@@ -73,35 +82,18 @@ def load(folder: Path) -> list[dict[str, Any]]:
 
 
 def analyse(runs: list[dict[str, Any]]) -> None:
-    """Each set's files through the pipeline; findings joined to their runs by file name."""
-    config = load_config(None)
+    """Each set's files through the pipeline; readings joined to their runs by file name."""
     for kind in SETS:
         chosen = {run["file"].name: run for run in runs if run["kind"] == kind}
-        exporter = MemoryExporter()
-        run_files(config, [str(run["file"]) for run in chosen.values()], exporter)
-        source_of: dict[str, str] = {}
-        index_of: dict[tuple[str, str], int] = {}
-        for span in exporter.spans:
-            index = span.attributes.get(MESSAGE_INDEX)
-            if isinstance(index, int):
-                index_of[(span.trace_id, span.span_id)] = index
-            if not span.parent_span_id:
-                source_of[span.trace_id] = str(span.attributes.get(SOURCE, ""))
-        for signature in exporter.signatures:
-            run = chosen.get(source_of.get(signature.trace_id, ""))
+        for name, reading in teams.imported([run["file"] for run in chosen.values()]).items():
+            run = chosen.get(name)
             if run is not None:
-                index = index_of.get((signature.trace_id, signature.decisive_span_id), -1)
-                run["stored"] = (signature.responsible_agent, index)
-        for finding in exporter.findings:
-            run = chosen.get(source_of.get(finding.trace_id, ""))
-            if run is not None:
-                run["findings"].append(
-                    {
-                        "mode": finding.mode,
-                        "message": finding.message,
-                        "index": index_of.get((finding.trace_id, finding.span_id), -1),
-                    }
-                )
+                run["reading"] = reading
+                run["stored"] = (reading.agent, reading.step)
+                run["findings"] = [
+                    {"mode": mode, "rule": rule, "index": index}
+                    for mode, rule, index in reading.findings
+                ]
 
 
 def first_failed_execution(turns: list[tuple[str, str, str]]) -> int:
@@ -202,9 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--labels", type=Path, default=LABELS, help="the labels' folder")
+    parser.add_argument("--door", choices=sorted(TEAM_DOORS), help="also replay through a door")
+    parser.add_argument("--runs", default="", help="with --door: these file numbers only")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds a model answer takes")
     args = parser.parse_args(argv)
     runs = load(args.data)
     analyse(runs)
+    if args.door:
+        chosen = [int(x) for x in args.runs.split(",") if x.strip()]
+        print(door_report(runs, args.data, args.door, chosen, args.latency))
+        return 0
     result: dict[str, Any] = {}
     for split in ("development", "held_out"):
         for kind in (*SETS, "all"):
@@ -233,6 +232,41 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{split}")
             print("\n".join(per_mode(runs, labelled)))
     return 0
+
+
+def door_report(
+    runs: list[dict[str, Any]], data: Path, door: str, numbers: list[int], latency_s: float
+) -> str:
+    """The AG2 runs replayed through `door`, their readings against the importer's."""
+    kind = "Algorithm-Generated"
+    mine = {int(r["file"].stem): r for r in runs if r["kind"] == kind}
+    numbers = numbers or sorted(mine)
+    got, seconds = teams.replayed(door, data / kind, numbers, latency_s=latency_s)
+    lines = [
+        f"== door {door}: {len(got)} {kind} runs replayed in {seconds['total']:.0f}s "
+        f"(latency {latency_s}s an answer) ==",
+        f"{'':28} {'agent':>6} {'step':>6}   runs",
+    ]
+    differing: dict[int, list[str]] = {}
+    for number in sorted(got):
+        diff = teams.differences(mine[number]["reading"], got[number])
+        if diff:
+            differing[number] = diff
+    for split in ("development", "held_out", "all"):
+        chosen = [n for n in sorted(got) if split in (mine[n]["split"], "all")]
+        if not chosen:
+            continue
+        for name, readings in (("importer", {n: mine[n]["reading"] for n in chosen}), (door, got)):
+            agent = sum(_same_agent(readings[n].agent, mine[n]["agent"]) for n in chosen)
+            step = sum(readings[n].step == mine[n]["step"] for n in chosen)
+            lines.append(
+                f"{split + ' ' + name:28} {agent / len(chosen):6.2f} {step / len(chosen):6.2f}"
+                f"   {len(chosen)}"
+            )
+    lines.append(f"runs differing: {len(differing)} of {len(got)}")
+    for number, diff in differing.items():
+        lines += [f"{kind}/{number}.json: {line}" for line in diff]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

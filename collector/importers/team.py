@@ -34,6 +34,7 @@ from typing import Any
 from mast_otel.collector.importers import spans as S
 from mast_otel.collector.importers.errors import ImportFormatError
 from mast_otel.collector.importers.spans import RunSpec, SpanSpec
+from mast_otel.processors.code_execution import code_calls
 
 FORMAT = "team"
 TEAM = "team"
@@ -41,12 +42,9 @@ EPOCH_NS = 1_704_067_200 * S.NS  # 2024-01-01T00:00:00Z
 RUN_SPACING_NS = 3_600 * S.NS
 EXECUTORS = frozenset({"computer_terminal", "computerterminal", "code_executor", "executor"})
 HUMAN_ROLES = frozenset({"human", "user_proxy"})
-CODE_BLOCK = re.compile(r"```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<code>.*?)```", re.DOTALL)
 EXIT_CODE = re.compile(r"exitcode:\s*(?P<code>-?\d+)", re.IGNORECASE)
 INSTRUCTION = re.compile(r"^(?P<agent>[^()]+?)\s*\(\s*->\s*(?P<to>[^()]+?)\s*\)\s*$")
 ASIDE = re.compile(r"^(?P<agent>[^()]+?)\s*\((?P<what>[^()]*)\)\s*$")
-SHELL_LANGS = frozenset({"sh", "bash", "shell", "console", "zsh"})
-PYTHON_LANGS = frozenset({"python", "py", "python3", ""})
 
 
 def recognises(head: bytes) -> bool:
@@ -133,21 +131,6 @@ def turns(obj: Any, where: str) -> tuple[list[tuple[str, str, str]], str, dict[s
 def is_executor(agent: str, text: str) -> bool:
     """An agent that runs code others wrote: by name, or a reply that reports an exit code."""
     return agent.lower().replace(" ", "_") in EXECUTORS or bool(EXIT_CODE.match(text.lstrip()[:40]))
-
-
-def code_calls(text: str) -> list[tuple[str, dict[str, str]]]:
-    """(tool name, arguments) for every code block a message holds."""
-    calls = []
-    for match in CODE_BLOCK.finditer(text):
-        lang = match["lang"].lower()
-        code = match["code"].strip()
-        if not code:
-            continue
-        if lang in SHELL_LANGS:
-            calls.append(("bash", {"command": code}))
-        elif lang in PYTHON_LANGS:
-            calls.append(("python", {"code": code}))
-    return calls
 
 
 def build_run(

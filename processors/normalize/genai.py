@@ -33,6 +33,9 @@ from mast_otel.processors.normalize.genai_names import (
     AGENT_ID,
     AGENT_NAME,
     AGENT_OPERATIONS,
+    CODE_EXIT_CODE,
+    CODE_OPERATIONS,
+    CODE_OUTPUT,
     COMPLETION_TOKENS,
     CONVERSATION_ID,
     EVALUATION_NAME,
@@ -100,6 +103,8 @@ def build(record: SpanRecord, *, max_text: int = MAX_TEXT, dialect: str = DIALEC
 
     if step.kind is StepKind.TOOL and events and arguments is None and result is None:
         _tool_from_events(step, events, max_text)
+    if operation in CODE_OPERATIONS and step.kind is StepKind.TOOL:
+        step.tool_result = values.truncate(_code_reply(attrs), max_text)
 
     count, last_user, messages = _inputs(attrs, events, max_text)
     step.input_messages = count
@@ -129,6 +134,13 @@ def _kind(operation: str, attrs: Mapping[str, Any], events: list[tuple[str, Any]
         return StepKind.LLM
     if operation in TOOL_OPERATIONS:
         return StepKind.TOOL
+    if operation in CODE_OPERATIONS:
+        # Code an executor ran is a tool's run; finding no code to run, it ran nothing.
+        return (
+            StepKind.TOOL
+            if values.to_int(attrs.get(CODE_EXIT_CODE)) is not None
+            else StepKind.OTHER
+        )
     if operation in AGENT_OPERATIONS:
         return StepKind.AGENT
     if operation:
@@ -143,6 +155,14 @@ def _kind(operation: str, attrs: Mapping[str, Any], events: list[tuple[str, Any]
     if any(name == EVENT_USER_MESSAGE for name, _ in events):
         return StepKind.HUMAN  # a span that only carries a user's message: the user's turn
     return StepKind.OTHER
+
+
+def _code_reply(attrs: Mapping[str, Any]) -> str:
+    """An executor's reply to code it ran, as AG2 words it, from the exit code and the output
+    on its code-execution span (the output as the span holds it: stripped, maybe cut)."""
+    code = values.to_int(attrs.get(CODE_EXIT_CODE)) or 0
+    status = "execution succeeded" if code == 0 else "execution failed"
+    return f"exitcode: {code} ({status})\nCode output: {values.render(attrs.get(CODE_OUTPUT))}"
 
 
 # --- evaluation -------------------------------------------------------------------------------

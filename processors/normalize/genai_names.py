@@ -59,6 +59,11 @@ ROLE_USER = "user"
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
+# AG2's code execution (an executor agent running the code blocks of a message), and what it
+# puts on the span: the exit code (absent when it found no code to run) and the output.
+CODE_OPERATIONS = frozenset({"execute_code"})
+CODE_EXIT_CODE = "ag2.code_execution.exit_code"
+CODE_OUTPUT = "ag2.code_execution.output"
 AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
 
 _INPUT_MESSAGE_EVENTS = {

@@ -17,6 +17,9 @@ A door is one way a real agent's runs reach the collector:
   schemas return the recorded results, one agent run per user turn), its own instrumentation
   making the `invoke_agent`, `chat` and `execute_tool` spans, OTLP/HTTP.
 Every door's runs have the agent's `invoke_agent` root and the reward as an evaluation event.
+Team doors (`TEAM_DOORS`) replay Who&When's group chats, a folder of `N.json` files, by file
+number: `ag2`, real AG2 with its own tracing (`tests.replay.team_agent`), OTLP/gRPC. A run's
+signature brings its attribution back too (`ReplayedRun.agent`, `decisive_span`, `chain`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Door:
     name: str
     transport: str
     environment: str = "main"  # "main": the collector's; "traceloop": .venv-traceloop
+    module: str = "tests.replay.agent"  # the agent side's module
 
 
 DOORS: dict[str, Door] = {
@@ -53,6 +57,11 @@ DOORS: dict[str, Door] = {
         Door("openai-v2-tools", "grpc"),
         Door("pydantic-ai", "http"),
     )
+}
+# Doors for team runs (Who&When's AG2 group chats, a folder of `N.json` files, runs chosen by
+# file number): AG2 itself with its own tracing, in .venv-ag2 (`tests.replay.team_agent`).
+TEAM_DOORS: dict[str, Door] = {
+    d.name: d for d in (Door("ag2", "grpc", "ag2", "tests.replay.team_agent"),)
 }
 
 
@@ -78,6 +87,12 @@ class ReplayedRun:
     outcome: str
     score: float | None
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # The signature's attribution: the responsible agent, the decisive step's span and the
+    # chain as stored (JSON); and the message index each span the replay started stands for.
+    agent: str = ""
+    decisive_span: str = ""
+    chain: str = ""
+    spans: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,7 +130,7 @@ def replay(
             **NO_NETWORK,
         )
         done = subprocess.run(
-            [python_of(door), "-m", "tests.replay.agent"],
+            [python_of(door), "-m", door.module],
             capture_output=True,
             text=True,
             timeout=900,
@@ -166,6 +181,10 @@ def read_back(data_dir: Path, book: list[dict[str, Any]]) -> dict[int, ReplayedR
             trace_id=entry["trace_id"],
             outcome=str(signature.get("outcome") or ""),
             score=float(score) if isinstance(score, int | float) else None,
+            agent=str(signature.get("responsible_agent") or ""),
+            decisive_span=str(signature.get("decisive_span_id") or ""),
+            chain=str(signature.get("attribution_chain") or ""),
+            spans=entry["spans"],
         )
         positions[entry["trace_id"]] = entry["spans"]
     for finding in sorted(findings, key=lambda f: (f["trace_id"], f["time_unix_nano"])):

@@ -6,7 +6,8 @@ assistant messages the request already carries, so the server keeps no per-conve
 It also checks that the request's messages are the recorded run's messages up to that turn
 (roles, texts, call ids, call arguments as JSON values, tool results) and answers 409 with the
 first difference otherwise: a replay that drifted from the recording fails loudly instead of
-producing other spans.
+producing other spans. `RecordedTeam` serves a group chat's recorded messages to its agents the
+same way (see there).
 """
 
 from __future__ import annotations
@@ -130,18 +131,23 @@ class RecordedModel:
         traj = self._runs.get(index)
         if traj is None:
             return 404, {"error": {"message": f"no run {index}"}}
-        sent = body.get("messages") or []
+        recorded = self.next_turn(traj, body.get("messages") or [])
+        if isinstance(recorded, str):
+            return self._refuse(index, recorded)
+        if self.latency_s > 0:
+            time.sleep(self.latency_s)
+        return 200, self._completion(body, recorded)
+
+    def next_turn(
+        self, traj: list[dict[str, Any]], sent: list[dict[str, Any]]
+    ) -> dict[str, Any] | str:
+        """The recorded assistant message answering `sent`, or why none does."""
         turn = sum(1 for m in sent if m.get("role") == "assistant")
         positions = assistant_positions(traj)
         if turn >= len(positions):
-            return self._refuse(index, f"asked for turn {turn}; the run has {len(positions)}")
+            return f"asked for turn {turn}; the run has {len(positions)}"
         position = positions[turn]
-        differs = first_difference(sent, traj[:position])
-        if differs:
-            return self._refuse(index, differs)
-        if self.latency_s > 0:
-            time.sleep(self.latency_s)
-        return 200, self._completion(body, traj[position])
+        return first_difference(sent, traj[:position]) or traj[position]
 
     def _refuse(self, index: int, why: str) -> tuple[int, dict[str, Any]]:
         message = f"run {index}: the replay left the recording: {why}"
@@ -192,3 +198,35 @@ class RecordedModel:
                 "total_tokens": prompt + completion,
             },
         }
+
+
+class RecordedTeam(RecordedModel):
+    """Serves a team run's recorded messages to its agents (a group chat's `history` of `name`
+    and `content`): a request whose conversation holds k messages besides the instructions
+    gets message k, which must be the requesting agent's; the conversation must be the
+    recording up to it as that agent holds it (its own messages as the assistant's, the
+    others' as the user's)."""
+
+    def next_turn(
+        self, traj: list[dict[str, Any]], sent: list[dict[str, Any]]
+    ) -> dict[str, Any] | str:
+        said = [m for m in sent if m.get("role") != "system"]
+        turn = len(said)
+        if turn >= len(traj):
+            return f"asked for message {turn}; the run has {len(traj)}"
+        speaker = traj[turn].get("name")
+        seen = [
+            {
+                "role": "assistant" if m.get("name") == speaker else "user",
+                "content": m.get("content"),
+            }
+            for m in traj[:turn]
+        ]
+        differs = first_difference(said, seen)
+        if differs:
+            return differs
+        names = [m.get("name") for m in said]
+        recorded = [m.get("name") for m in traj[:turn]]
+        if names != recorded:
+            return f"message {turn}: sent names {names}, recorded {recorded}"
+        return {"role": "assistant", "content": traj[turn].get("content") or ""}
