@@ -153,15 +153,14 @@ def is_team(run: Run | None) -> bool:
 
 
 def may_be_team(run: Run) -> bool:
-    """One agent has spoken so far, under a root agent that is not it: a team whose other
-    members have not spoken yet (a group chat), or a workflow around one agent."""
+    """One agent has spoken so far, under a root agent that is not it (a team whose other
+    members have not spoken yet, a group chat, or a workflow around one agent), or under a root
+    that has not arrived: a live agent exports its root span last, so until then the run may be
+    a team's as much as an imported one whose root came first."""
+    if len(run.speakers) != 1:
+        return False
     root = run.root
-    return (
-        len(run.speakers) == 1
-        and root is not None
-        and bool(root.agent)
-        and root.agent not in run.speakers
-    )
+    return root is None or (bool(root.agent) and root.agent not in run.speakers)
 
 
 def is_final_answer(step: Step, run: Run | None = None) -> bool:
