@@ -17,7 +17,7 @@ development split (files whose number is divisible by 4) and the held-out rest, 
   positives, TP, FP, FN, precision and recall (a mode is found in a run when any finding of
   that mode is raised in it).
 "stored attribution" is what the pipeline stores with each run's signature (its decisive span,
-mapped back to the file's message); "attribution" the same rules over the file's messages.
+mapped back to the file's message): the one reading, whether a run is imported or sent live.
 
 --door ag2: the `Algorithm-Generated` runs (or those numbered in --runs) are also replayed
 through real AG2 with its own tracing to a real `mast-otel serve` (`tests/replay/`: each
@@ -45,7 +45,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mast_otel.collector.importers import team  # noqa: E402
-from mast_otel.processors.attribution import Turn, attribute  # noqa: E402
 from tests.replay import teams  # noqa: E402
 from tests.replay.doors import TEAM_DOORS  # noqa: E402
 
@@ -115,10 +114,8 @@ def baselines(run: dict[str, Any]) -> dict[str, tuple[str, int]]:
     talk = Counter(agent for _, agent in actors).most_common(1)
     failed = first_failed_execution(turns)
     earliest = min((f["index"] for f in run["findings"] if f["index"] >= 0), default=-1)
-    attribution = attribute([Turn(a, to, t) for a, to, t in turns])
     return {
         "stored attribution": run["stored"],
-        "attribution": (attribution.agent, attribution.step),
         "earliest finding": (turns[earliest][0] if earliest >= 0 else "", earliest),
         "first agent": (first[1], first[0]),
         "most talkative agent": (talk[0][0] if talk else "", -1),
