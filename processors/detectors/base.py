@@ -98,19 +98,6 @@ class Detector(ABC):
     @abstractmethod
     def open(self, run: Run) -> DetectorRun: ...
 
-    def finding(
-        self,
-        at: Step | StepRef,
-        rule: str,
-        confidence: float,
-        message: str,
-        evidence: Sequence[Step | StepRef],
-        values: dict[str, Any],
-        run: Run,
-    ) -> Finding:
-        """A finding of this detector's mode (see `Reporter.finding`)."""
-        return self.report.finding(at, rule, confidence, message, evidence, values, run)
-
 
 @dataclass(frozen=True, slots=True)
 class Reporter:

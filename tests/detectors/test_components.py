@@ -146,7 +146,7 @@ class _RepeatedToolRun(DetectorRun):
     def on_close(self, run: Run) -> Iterable[Finding]:
         for tool, steps in self.calls.items():
             if len(steps) >= self.detector.config.min_calls:
-                yield self.detector.finding(
+                yield self.detector.report.finding(
                     steps[-1], "repeated", 0.5, f"{tool} {len(steps)} times", steps, {}, run
                 )
 
