@@ -19,10 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-EXECUTORS = frozenset({"computer_terminal", "computerterminal", "code_executor", "executor"})
+from mast_otel.processors.code_execution import CODE_BLOCK, EXIT_CODE, is_executor
+
 HUMANS = frozenset({"human", "user", "user_proxy"})
-EXIT_CODE = re.compile(r"exitcode:\s*(?P<code>-?\d+)", re.IGNORECASE)
-CODE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[^\n]*\n.*?```", re.DOTALL)
 WORD = re.compile(r"[a-z0-9]+")
 SAME_INSTRUCTION = 0.6
 
@@ -50,16 +49,14 @@ class Attribution:
     chain: list[int] = field(default_factory=list)
 
 
-def is_executor(turn: Turn) -> bool:
+def _executor_turn(turn: Turn) -> bool:
     if turn.exit_code is not None:
         return True
-    return turn.agent.lower().replace(" ", "_") in EXECUTORS or bool(
-        EXIT_CODE.match(turn.text.lstrip()[:40])
-    )
+    return is_executor(turn.agent, turn.text)
 
 
 def _ran_code(turn: Turn) -> bool:
-    return turn.code if turn.code is not None else bool(CODE.search(turn.text))
+    return turn.code if turn.code is not None else bool(CODE_BLOCK.search(turn.text))
 
 
 def _failed(turn: Turn) -> bool:
@@ -83,7 +80,7 @@ def attribute(turns: list[Turn]) -> Attribution:
     actors = [
         i
         for i, t in enumerate(turns)
-        if t.agent.lower() not in HUMANS and not is_executor(t) and t.text.strip()
+        if t.agent.lower() not in HUMANS and not _executor_turn(t) and t.text.strip()
     ]
     if not actors:
         return Attribution("", -1, "none")
@@ -136,7 +133,7 @@ def _instruction_not_carried_out(turns: list[Turn]) -> Attribution | None:
 def _failed_code(turns: list[Turn]) -> Attribution | None:
     writer = None
     for i, turn in enumerate(turns):
-        if is_executor(turn):
+        if _executor_turn(turn):
             if writer is not None and _failed(turn):
                 return Attribution(turns[writer].agent, writer, "failed code", [writer, i])
             writer = None
@@ -153,7 +150,7 @@ def _unverified_claim(turns: list[Turn], actors: list[int]) -> Attribution | Non
         following = turns[i + 1] if i + 1 < len(turns) else None
         if (
             following is not None
-            and is_executor(following)
+            and _executor_turn(following)
             and (following.exit_code is not None or EXIT_CODE.search(following.text[:200]))
         ):
             continue

@@ -41,6 +41,9 @@ from mast_otel.processors.normalize.tool_status import ERROR_TEXT_MAX, mark_fail
 
 CODE_BLOCK = re.compile(r"```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<code>.*?)```", re.DOTALL)
 EXIT_CODE = re.compile(r"exitcode:\s*(?P<code>-?\d+)", re.IGNORECASE)
+# Agents that run the code others wrote (AG2's `Computer_terminal`, Magentic-One's
+# `ComputerTerminal`), by name as `is_executor` folds it.
+EXECUTORS = frozenset({"computer_terminal", "computerterminal", "code_executor", "executor"})
 SHELL_LANGS = frozenset({"sh", "bash", "shell", "console", "zsh"})
 PYTHON_LANGS = frozenset({"python", "py", "python3", ""})
 FENCE = "```"
@@ -64,6 +67,11 @@ def code_calls(text: str) -> list[tuple[str, dict[str, str]]]:
         elif lang in PYTHON_LANGS:
             calls.append(("python", {"code": code}))
     return calls
+
+
+def is_executor(agent: str, text: str) -> bool:
+    """An agent that runs code others wrote: by name, or a reply that reports an exit code."""
+    return agent.lower().replace(" ", "_") in EXECUTORS or bool(EXIT_CODE.match(text.lstrip()[:40]))
 
 
 def is_code_run(step: Step) -> bool:

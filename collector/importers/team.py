@@ -34,15 +34,13 @@ from typing import Any
 from mast_otel.collector.importers import spans as S
 from mast_otel.collector.importers.errors import ImportFormatError
 from mast_otel.collector.importers.spans import RunSpec, SpanSpec
-from mast_otel.processors.code_execution import code_calls
+from mast_otel.processors.code_execution import EXIT_CODE, code_calls, is_executor
 
 FORMAT = "team"
 TEAM = "team"
 EPOCH_NS = 1_704_067_200 * S.NS  # 2024-01-01T00:00:00Z
 RUN_SPACING_NS = 3_600 * S.NS
-EXECUTORS = frozenset({"computer_terminal", "computerterminal", "code_executor", "executor"})
 HUMAN_ROLES = frozenset({"human", "user_proxy"})
-EXIT_CODE = re.compile(r"exitcode:\s*(?P<code>-?\d+)", re.IGNORECASE)
 INSTRUCTION = re.compile(r"^(?P<agent>[^()]+?)\s*\(\s*->\s*(?P<to>[^()]+?)\s*\)\s*$")
 ASIDE = re.compile(r"^(?P<agent>[^()]+?)\s*\((?P<what>[^()]*)\)\s*$")
 
@@ -126,11 +124,6 @@ def turns(obj: Any, where: str) -> tuple[list[tuple[str, str, str]], str, dict[s
         out.append(((aside["agent"] if aside else role).strip(), "", text))
     task = meta.get("question")
     return out, task if isinstance(task, str) else "", meta
-
-
-def is_executor(agent: str, text: str) -> bool:
-    """An agent that runs code others wrote: by name, or a reply that reports an exit code."""
-    return agent.lower().replace(" ", "_") in EXECUTORS or bool(EXIT_CODE.match(text.lstrip()[:40]))
 
 
 def build_run(
